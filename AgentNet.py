@@ -1,0 +1,170 @@
+"""Networks: building blocks, Q-networks for discrete actions, actors and critics for continuous ones.
+
+Every network takes `net_dim` (hidden width), `state_dim` and `action_dim`; states are float32
+tensors of shape (batch, state_dim). Continuous actions live in [-1, 1].
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+# ---- building blocks ----
+
+
+def layer_init_orthogonal(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
+    """Orthogonal weights, constant bias: keeps activations well scaled at depth
+    (Saxe et al. arXiv:1312.6120); a small `std` on an output layer starts the policy or Q-values near zero."""
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias)
+    return layer
+
+
+def build_mlp(dims: list[int], output_std: float = 1.0) -> nn.Sequential:
+    """Linear-ReLU-...-Linear over dims = [input, hidden, ..., output]; no activation after the last layer."""
+    layers = []
+    for dim_in, dim_out in zip(dims[:-2], dims[1:-1]):
+        layers += [layer_init_orthogonal(nn.Linear(dim_in, dim_out)), nn.ReLU()]
+    layers.append(layer_init_orthogonal(nn.Linear(dims[-2], dims[-1]), std=output_std))
+    return nn.Sequential(*layers)
+
+
+# ---- Q-networks (discrete actions) ----
+
+
+class QNet(nn.Module):
+    """Q(s, .) for every discrete action."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.1)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(state)  # (batch, action_dim)
+
+    def get_q_heads(self, state: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """All Q estimates this network holds: one here, two in the twin variants."""
+        return (self(state),)
+
+
+class QNetDuel(QNet):
+    """Dueling heads: Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a') (Wang et al. arXiv:1511.06581, eq. 9)."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        nn.Module.__init__(self)
+        self.net = nn.Sequential(build_mlp([state_dim, net_dim, net_dim]), nn.ReLU())
+        self.value = layer_init_orthogonal(nn.Linear(net_dim, 1), std=0.1)
+        self.advantage = layer_init_orthogonal(nn.Linear(net_dim, action_dim), std=0.1)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        hidden = self.net(state)  # (batch, net_dim)
+        advantage = self.advantage(hidden)  # (batch, action_dim)
+        return self.value(hidden) + advantage - advantage.mean(dim=-1, keepdim=True)
+
+
+class QNetTwin(nn.Module):
+    """Two independent Q-networks; the agent bootstraps from the smaller (clipped double Q-learning,
+    Fujimoto et al. arXiv:1802.09477, eq. 10). Acting uses the first."""
+
+    q_class = QNet
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.q1 = self.q_class(net_dim, state_dim, action_dim)
+        self.q2 = self.q_class(net_dim, state_dim, action_dim)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.q1(state)  # (batch, action_dim)
+
+    def get_q_heads(self, state: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.q1(state), self.q2(state)
+
+
+class QNetTwinDuel(QNetTwin):
+    """Twin dueling Q-networks (the network of D3QN)."""
+
+    q_class = QNetDuel
+
+
+# ---- actors (continuous actions) ----
+
+
+class Actor(nn.Module):
+    """Deterministic policy a = tanh(mlp(s)) for DDPG and TD3."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.1)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(state).tanh()  # (batch, action_dim), in [-1, 1]
+
+    def get_action(self, state: torch.Tensor, noise_std: float) -> torch.Tensor:
+        """Exploration: Gaussian noise on the deterministic action, clipped back into [-1, 1]."""
+        action = self(state)
+        return (action + torch.randn_like(action) * noise_std).clamp(-1.0, 1.0)
+
+
+class ActorSAC(nn.Module):
+    """Tanh-squashed Gaussian policy: a = tanh(u), u ~ N(mean(s), std(s))."""
+
+    log_std_min, log_std_max = -16.0, 2.0  # keeps std in a range where exp() and the log-prob stay finite
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim * 2], output_std=0.1)
+
+    def get_mean_log_std(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.net(state).chunk(2, dim=-1)  # (batch, action_dim) each
+        return mean, log_std.clamp(self.log_std_min, self.log_std_max)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        """The deterministic action used for evaluation: tanh of the mean."""
+        return self.get_mean_log_std(state)[0].tanh()
+
+    def get_action(self, state: torch.Tensor) -> torch.Tensor:
+        mean, log_std = self.get_mean_log_std(state)
+        return (mean + log_std.exp() * torch.randn_like(mean)).tanh()
+
+    def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample and its log pi(a|s), shapes (batch, action_dim) and (batch,)."""
+        mean, log_std = self.get_mean_log_std(state)
+        noise = torch.randn_like(mean)
+        u = mean + log_std.exp() * noise
+        log_prob_u = (-0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
+        # tanh squashing correction: SAC paper (arXiv:1801.01290) appendix C, eq. 21,
+        # log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u)), the form that stays finite for large |u|
+        log_det = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
+        return u.tanh(), log_prob_u - log_det.sum(dim=-1)
+
+
+# ---- critics (continuous actions) ----
+
+
+class Critic(nn.Module):
+    """Q(s, a) for a continuous action."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.net = build_mlp([state_dim + action_dim, net_dim, net_dim, 1])
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat((state, action), dim=1)).squeeze(1)  # (batch,)
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """All Q estimates this network holds: one here, two in CriticTwin."""
+        return (self(state, action),)
+
+
+class CriticTwin(nn.Module):
+    """Two independent Q(s, a) networks for clipped double Q-learning (TD3, SAC); the actor follows the first."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.q1 = Critic(net_dim, state_dim, action_dim)
+        self.q2 = Critic(net_dim, state_dim, action_dim)
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.q1(state, action)  # (batch,)
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.q1(state, action), self.q2(state, action)

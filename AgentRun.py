@@ -1,0 +1,329 @@
+"""Train an agent: `python AgentRun.py` runs run__demo(); `python AgentRun.py key=value ...` overrides
+Arguments fields, e.g. `python AgentRun.py agent=AgentSAC env=Pendulum-v1 break_step=20000 cwd=/tmp/run seed=1`.
+"""
+import copy
+import csv
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import time
+import typing
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import AgentZoo
+from AgentZoo import AgentBase, ReplayBuffer
+
+# ---- arguments ----
+
+
+@dataclass
+class Arguments:
+    """Every knob of a run. Fields left at None take the agent's default (AgentZoo: train_defaults,
+    hyper_defaults) or the environment's (target_return)."""
+
+    agent: str | type = "AgentSAC"  # an agent class of AgentZoo, or its name
+    env: str | gym.Env = "LunarLanderContinuous-v3"  # a gymnasium id, or an Env instance with flat Box observations
+    cwd: str | None = None  # working directory for outputs; None -> ./{AgentName}_{EnvName}_{seed}
+    seed: int = 0  # seeds torch, numpy and the environments
+    num_threads: int = 1  # torch threads; small networks on a small CPU run fastest on one, > 0
+
+    net_dim: int | None = None  # width of each hidden layer, > 0
+    batch_size: int | None = None  # transitions per gradient step, > 0
+    learning_rate: float | None = None  # Adam step size of every network, > 0
+    gamma: float | None = None  # discount factor, 0 < gamma <= 1
+    reward_scale: float | None = None  # rewards are multiplied by this before learning, > 0
+    soft_update_tau: float | None = None  # target <- tau*online + (1-tau)*target, 0 < tau <= 1
+    max_memo: int | None = None  # replay buffer capacity in transitions, > 0
+    target_step: int | None = None  # environment steps explored between two updates, > 0
+    repeat_times: float | None = None  # gradient steps per explored step (update-to-data ratio), > 0
+
+    break_step: int = 2 ** 20  # stop after this many environment steps, > 0
+    max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
+    target_return: float | None = None  # stop once the evaluation mean reaches this; None -> the env's
+    eval_gap: float = 5.0  # seconds between evaluations, >= 0 (0: after every update)
+    eval_times: int = 8  # episodes per evaluation, deterministic policy, > 0
+    if_remove: bool = False  # True deletes an earlier run's files in cwd; False refuses to mix with them
+
+    def get_agent_class(self) -> type:
+        agent_names = sorted(name for name, obj in vars(AgentZoo).items()
+                             if isinstance(obj, type) and issubclass(obj, AgentBase) and obj is not AgentBase)
+        if isinstance(self.agent, type) and issubclass(self.agent, AgentBase):
+            return self.agent
+        if self.agent in agent_names:
+            return getattr(AgentZoo, self.agent)
+        raise ValueError(f"unknown agent {self.agent!r}; AgentZoo has {', '.join(agent_names)}")
+
+    def init_before_training(self, agent_class: type, env_info: "EnvInfo"):
+        """Fill the fields left at None from the agent and the environment, check every value, and
+        prepare cwd (refusing to mix with an earlier run's files unless if_remove)."""
+        if agent_class.if_discrete != env_info.if_discrete:
+            wanted = "Discrete" if env_info.if_discrete else "Box"
+            suitable = sorted(name for name in dir(AgentZoo) if name.startswith("Agent") and name != "AgentBase"
+                              and getattr(AgentZoo, name).if_discrete == env_info.if_discrete)
+            raise ValueError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
+                             f"action spaces, but {env_info.env_name} has a {wanted} action space; "
+                             f"use one of {', '.join(suitable)}")
+        self.agent = agent_class
+        for name, value in (agent_class.train_defaults | agent_class.hyper_defaults).items():
+            if hasattr(self, name) and getattr(self, name) is None:
+                setattr(self, name, value)
+        if self.target_return is None:
+            self.target_return = env_info.target_return
+        if self.cwd is None:
+            self.cwd = f"./{agent_class.__name__}_{env_info.env_name}_{self.seed}"
+        self.check_values()
+
+        if os.path.exists(os.path.join(self.cwd, "recorder.csv")) or os.path.exists(os.path.join(self.cwd, "config.json")):
+            if not self.if_remove:
+                raise FileExistsError(f"cwd {self.cwd!r} holds an earlier run's files; choose another cwd, "
+                                      f"or pass if_remove=True to delete them")
+            shutil.rmtree(self.cwd)
+        os.makedirs(self.cwd, exist_ok=True)
+        with open(os.path.join(self.cwd, "config.json"), "w") as f:
+            json.dump(self.to_dict(), f, indent=2)
+
+    def check_values(self):
+        rules = {  # field: (test, what is accepted)
+            "num_threads": (lambda v: v > 0, "> 0"), "net_dim": (lambda v: v > 0, "> 0"),
+            "batch_size": (lambda v: v > 0, "> 0"), "learning_rate": (lambda v: v > 0, "> 0"),
+            "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
+            "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "max_memo": (lambda v: v > 0, "> 0"),
+            "target_step": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
+            "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
+            "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
+        }
+        for name, (test, accepted) in rules.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
+                raise ValueError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
+        for name in ("num_threads", "net_dim", "batch_size", "max_memo", "target_step", "break_step", "eval_times"):
+            if not isinstance(getattr(self, name), int):
+                raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {name} must be an integer")
+
+    def to_dict(self) -> dict:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields["agent"] = self.agent.__name__ if isinstance(self.agent, type) else self.agent
+        fields["env"] = self.env if isinstance(self.env, str) else env_name_of(self.env)
+        return fields
+
+
+def parse_overrides(argv: list[str]) -> dict:
+    """['key=value', ...] -> {key: value typed as its Arguments field}; refuses unknown keys and bad values."""
+    fields = {f.name: f for f in dataclasses.fields(Arguments)}
+    overrides = {}
+    for item in argv:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"expected key=value, got {item!r}; keys: {', '.join(fields)}")
+        if key not in fields:
+            raise ValueError(f"unknown key {key!r}; Arguments has {', '.join(fields)}")
+        types = typing.get_args(fields[key].type) or (fields[key].type,)
+        overrides[key] = parse_value(key, text, types)
+    return overrides
+
+
+def parse_value(key: str, text: str, types: tuple) -> typing.Any:
+    if text == "None" and type(None) in types:
+        return None
+    if bool in types:
+        if text in ("True", "true", "1"):
+            return True
+        if text in ("False", "false", "0"):
+            return False
+        raise ValueError(f"{key}={text!r} is not accepted: {key} takes True or False")
+    for kind in (int, float):
+        if kind in types:
+            try:
+                return kind(text)
+            except ValueError:
+                raise ValueError(f"{key}={text!r} is not accepted: {key} takes {'an integer' if kind is int else 'a number'}"
+                                 f"{' or None' if type(None) in types else ''}") from None
+    return text
+
+
+# ---- environment ----
+
+
+@dataclass
+class EnvInfo:
+    env_name: str
+    state_dim: int
+    action_dim: int  # number of actions if discrete, else the action vector's length
+    if_discrete: bool
+    max_step: int | None  # the time limit of an episode, None if the env has none
+    target_return: float  # the spec's reward_threshold; +inf (never stop on return) if it has none
+
+
+# Pendulum-v1 declares no reward_threshold; -200 is the common choice (shared/BENCH.md).
+TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0}
+
+
+def env_name_of(env: gym.Env) -> str:
+    return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+
+def make_twin_env(env: str | gym.Env) -> str | gym.Env:
+    """A second, independent env for evaluation: the same id, or a new instance of an instance's spec."""
+    if isinstance(env, str):
+        return env
+    return gym.make(env.spec) if env.spec is not None else copy.deepcopy(env)
+
+
+def build_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
+    """A gymnasium env ready for an agent, and its facts. Box actions are rescaled from the agent's
+    [-1, 1] to the env's bounds; episode returns are recorded for the explore_return column."""
+    if isinstance(env, str):
+        try:
+            env = gym.make(env)
+        except gym.error.Error as error:
+            raise ValueError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
+                             f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
+                             f"(gymnasium.pprint_registry() lists them all), or a gymnasium.Env instance") from None
+    elif not isinstance(env, gym.Env):
+        raise TypeError(f"env must be a gymnasium id or a gymnasium.Env instance, got {type(env).__name__}")
+    env_name = env_name_of(env)
+
+    obs_space, action_space = env.observation_space, env.action_space
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        raise ValueError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
+                         f"Box observations of shape (state_dim,) (images, Dict, Tuple and Discrete are not)")
+    if isinstance(action_space, gym.spaces.Discrete):
+        if_discrete, action_dim = True, int(action_space.n)
+    elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+            raise ValueError(f"{env_name}: action space {action_space} has infinite bounds; they must be finite "
+                             f"so that the agents' [-1, 1] actions can be rescaled to them")
+        if_discrete, action_dim = False, action_space.shape[0]
+        if not (np.all(action_space.low == -1) and np.all(action_space.high == 1)):
+            ones = np.ones(action_dim, dtype=np.float32)  # float32 bounds: a float64 Box would warn
+            env = gym.wrappers.RescaleAction(env, -ones, ones)
+    else:
+        raise ValueError(f"{env_name}: action space {action_space} is not supported; "
+                         f"the agents take Discrete or flat Box action spaces")
+    env = gym.wrappers.RecordEpisodeStatistics(env)
+
+    spec = env.spec
+    threshold = spec.reward_threshold if spec is not None else None
+    if threshold is None:
+        threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
+    max_step = spec.max_episode_steps if spec is not None else None
+    return env, EnvInfo(env_name, obs_space.shape[0], action_dim, if_discrete, max_step, float(threshold))
+
+
+# ---- evaluator and recorder ----
+
+
+class Evaluator:
+    """Runs the deterministic policy, prints one fixed-width row per evaluation, appends the row to
+    recorder.csv and saves actor.pt whenever the evaluation mean improves."""
+
+    def __init__(self, cwd: str, eval_env: gym.Env, eval_times: int, target_return: float):
+        self.cwd, self.eval_env, self.eval_times, self.target_return = cwd, eval_env, eval_times, target_return
+        self.start_time = time.time()
+        self.best_return = -math.inf
+        self.csv_header = None
+
+    def evaluate_and_save(self, agent: AgentBase, step: int, explore_return: float, stats: dict[str, float]) -> float:
+        """One evaluation row; returns the evaluation mean."""
+        returns = [self.run_episode(agent) for _ in range(self.eval_times)]
+        avg_return, std_return = float(np.mean(returns)), float(np.std(returns))
+        if avg_return > self.best_return:
+            self.best_return = avg_return
+            torch.save(agent.act.state_dict(), os.path.join(self.cwd, "actor.pt"))
+
+        row = {"step": step, "seconds": time.time() - self.start_time, "avg_return": avg_return,
+               "std_return": std_return, "explore_return": explore_return} | stats
+        if self.csv_header is None:
+            self.csv_header = list(row)
+            with open(os.path.join(self.cwd, "recorder.csv"), "w", newline="") as f:
+                csv.writer(f).writerow(self.csv_header)
+            print(" ".join(f"{name:>12}" for name in self.csv_header))
+        with open(os.path.join(self.cwd, "recorder.csv"), "a", newline="") as f:
+            csv.writer(f).writerow([row[name] for name in self.csv_header])
+        print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{row[name]:>12.4g}" for name in self.csv_header[2:]))
+        return avg_return
+
+    def run_episode(self, agent: AgentBase) -> float:
+        state, _ = self.eval_env.reset()
+        episode_return, done = 0.0, False
+        while not done:
+            state, reward, terminated, truncated, _ = self.eval_env.step(agent.select_action(state, deterministic=True))
+            episode_return += float(reward)
+            done = terminated or truncated
+        return episode_return
+
+
+# ---- training loop ----
+
+
+def train_and_evaluate(args: Arguments) -> dict:
+    """The serial loop: explore target_step steps, update, evaluate every eval_gap seconds, until
+    target_return, break_step or max_time. Returns a summary of how it stopped."""
+    agent_class = args.get_agent_class()
+    env, env_info = build_env(args.env)
+    args.init_before_training(agent_class, env_info)
+    eval_env = build_env(make_twin_env(args.env))[0]
+
+    torch.set_num_threads(args.num_threads)
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    agent = agent_class(args.net_dim, env_info.state_dim, env_info.action_dim, learning_rate=args.learning_rate,
+                        gamma=args.gamma, reward_scale=args.reward_scale, soft_update_tau=args.soft_update_tau)
+    buffer = ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, agent.device)
+    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, args.target_return)
+    agent.last_state = env.reset(seed=args.seed)[0]
+    eval_env.reset(seed=args.seed + 1)
+    print(f"{agent_class.__name__} on {env_info.env_name} | device {agent.device} | cwd {args.cwd} | "
+          f"target_return {args.target_return}")
+
+    step, episodes_seen, last_eval_time = 0, 0, -math.inf
+    stop_reason, avg_return = None, -math.inf
+    while stop_reason is None:
+        buffer.extend(*agent.explore_env(env, args.target_step))
+        step += args.target_step
+        if buffer.cur_len < args.batch_size:
+            continue
+        stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
+
+        if_last_round = step >= args.break_step or time.time() - evaluator.start_time >= args.max_time
+        if time.time() - last_eval_time >= args.eval_gap or if_last_round:
+            last_eval_time = time.time()
+            new_returns = list(env.return_queue)[-(env.episode_count - episodes_seen):] if env.episode_count > episodes_seen else []
+            episodes_seen = env.episode_count
+            explore_return = float(np.mean(new_returns)) if new_returns else math.nan
+            avg_return = evaluator.evaluate_and_save(agent, step, explore_return, stats)
+            if avg_return >= args.target_return:
+                stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
+            elif step >= args.break_step:
+                stop_reason = f"reached break_step {args.break_step}"
+            elif time.time() - evaluator.start_time >= args.max_time:
+                stop_reason = f"reached max_time {args.max_time} s"
+
+    seconds = time.time() - evaluator.start_time
+    print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
+          f"{evaluator.best_return:.1f}; outputs in {args.cwd}")
+    return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
+            "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
+
+
+# ---- demos ----
+
+
+def run__demo(**overrides):
+    """An off-policy agent on LunarLanderContinuous-v3 until it is solved; edit the arguments here."""
+    args = Arguments(agent="AgentSAC", env="LunarLanderContinuous-v3", seed=0)
+    train_and_evaluate(dataclasses.replace(args, **overrides))
+
+
+if __name__ == "__main__":
+    try:
+        run__demo(**parse_overrides(sys.argv[1:]))
+    except (ValueError, TypeError, FileExistsError) as error:
+        sys.exit(f"AgentRun.py: {error}")

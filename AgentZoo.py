@@ -1,0 +1,369 @@
+"""Agents and their replay buffer.
+
+Every agent shares one interface (DESIGN.md):
+    agent = AgentSAC(net_dim, state_dim, action_dim, device=None, **hyperparameters)
+    action = agent.select_action(state, deterministic=False)  # np.ndarray in, np.ndarray out
+    trajectory = agent.explore_env(env, horizon)               # tensors for ReplayBuffer.extend
+    stats = agent.update_net(buffer, batch_size, repeat_times) # dict of floats
+    agent.save_or_load_agent(cwd, if_save)
+
+Continuous actions are in [-1, 1]; the environment rescales them (gymnasium.wrappers.RescaleAction).
+Discrete agents return integer actions.
+"""
+import os
+from copy import deepcopy
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from AgentNet import Actor, ActorSAC, Critic, CriticTwin, QNet, QNetTwin, QNetTwinDuel
+
+# ---- helpers ----
+
+
+@torch.no_grad()
+def soft_update(target: nn.Module, online: nn.Module, tau: float):
+    """target <- tau * online + (1 - tau) * target, parameter by parameter."""
+    for t, o in zip(target.parameters(), online.parameters(), strict=True):
+        t.lerp_(o, tau)
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, objective: torch.Tensor, clip_grad_norm: float | None = None):
+    """One gradient step of one network's objective with that network's own optimizer."""
+    optimizer.zero_grad(set_to_none=True)
+    objective.backward()
+    if clip_grad_norm is not None:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        nn.utils.clip_grad_norm_(params, clip_grad_norm)
+    optimizer.step()
+
+
+def frozen_copy(net: nn.Module) -> nn.Module:
+    """A target network: a deep copy that only soft_update changes."""
+    target = deepcopy(net)
+    target.requires_grad_(False)
+    return target
+
+
+# ---- replay buffer ----
+
+
+class ReplayBuffer:
+    """Transitions (state, action, reward, not_terminated, next_state) in preallocated tensors on the
+    agent's device, written at a ring pointer and sampled on the device.
+
+    not_terminated is 0 only where the episode truly ended (gymnasium's `terminated`); a time-limit
+    truncation keeps it 1, so that transition still bootstraps from its next state.
+    """
+
+    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None):
+        self.max_len = max_len
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.pointer = 0  # where the next transition is written
+        self.cur_len = 0  # how many transitions are stored, at most max_len
+        self.add_size = 0  # how many were added since the last update; update_net trains on repeat_times * this
+
+        action_shape, action_dtype = ((max_len, 1), torch.long) if if_discrete else ((max_len, action_dim), torch.float32)
+        self.states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
+        self.actions = torch.empty(action_shape, dtype=action_dtype, device=self.device)  # (N, 1) or (N, action_dim)
+        self.rewards = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
+        self.not_terminated = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
+        self.next_states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
+        self.tensors = (self.states, self.actions, self.rewards, self.not_terminated, self.next_states)
+
+    def extend(self, *trajectory: torch.Tensor):
+        """Append a trajectory (the tuple explore_env returns), overwriting the oldest when full."""
+        size = trajectory[0].shape[0]
+        if size > self.max_len:  # only the newest max_len fit
+            trajectory = tuple(t[-self.max_len:] for t in trajectory)
+            size = self.max_len
+        idx = torch.arange(self.pointer, self.pointer + size, device=self.device) % self.max_len  # (size,)
+        for buf, new in zip(self.tensors, trajectory, strict=True):
+            buf[idx] = new.to(self.device)
+        self.pointer = (self.pointer + size) % self.max_len
+        self.cur_len = min(self.cur_len + size, self.max_len)
+        self.add_size += size
+
+    def sample(self, batch_size: int) -> tuple[torch.Tensor, ...]:
+        """A uniform random batch: states (B, state_dim), actions, rewards (B,), not_terminated (B,), next_states."""
+        idx = torch.randint(self.cur_len, (batch_size,), device=self.device)
+        return tuple(buf[idx] for buf in self.tensors)
+
+    def state_dict(self) -> dict:
+        return {"pointer": self.pointer, "cur_len": self.cur_len, "add_size": self.add_size,
+                "tensors": [buf[:self.cur_len].cpu() for buf in self.tensors]}
+
+    def load_state_dict(self, state: dict):
+        self.pointer, self.cur_len, self.add_size = state["pointer"], state["cur_len"], state["add_size"]
+        for buf, saved in zip(self.tensors, state["tensors"], strict=True):
+            buf[:self.cur_len] = saved.to(self.device)
+
+
+# ---- base agent ----
+
+
+class AgentBase:
+    """Off-policy actor-critic skeleton (the DDPG shape). Subclasses name their network classes and
+    override what differs: explore_action (how to explore), get_next_q (the bootstrap value) or
+    get_obj_actor."""
+
+    if_off_policy = True
+    if_discrete = False
+    # Loop settings that suit this agent; Arguments fills the fields left at None from here
+    # (DESIGN.md: defaults come from the agent, never from a per-task table).
+    train_defaults = dict(net_dim=128, batch_size=256, max_memo=2 ** 20, target_step=256, repeat_times=1.0)
+    # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict.
+    hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0, soft_update_tau=5e-3)
+    criterion = nn.MSELoss()  # regression loss of the critic
+    policy_delay = 1  # the actor steps once every policy_delay critic steps (TD3 sets 2)
+    act_class, cri_class = Actor, Critic
+    if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
+        unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
+        if unknown:
+            raise ValueError(f"{type(self).__name__} got unknown hyperparameter(s) {unknown}; "
+                             f"it accepts {sorted(self.hyper_defaults)}")
+        for name, value in {**self.hyper_defaults, **hyperparameters}.items():
+            setattr(self, name, value)
+        self.net_dim, self.state_dim, self.action_dim = net_dim, state_dim, action_dim
+        self.device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
+        self.last_state = None  # the state explore_env continues from; None starts a new episode
+
+        self.act = self.act_target = self.cri = self.cri_target = None
+        self.act_optimizer = self.cri_optimizer = None
+        self.init_networks()
+
+    def init_networks(self):
+        """Actor, critic, their frozen targets and one Adam optimizer each."""
+        self.act = self.act_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
+        self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
+        self.act_target = frozen_copy(self.act) if self.if_act_target else None
+        self.cri_target = frozen_copy(self.cri)
+        self.act_optimizer = torch.optim.Adam(self.act.parameters(), self.learning_rate)
+        self.cri_optimizer = torch.optim.Adam(self.cri.parameters(), self.learning_rate)
+
+    # -- acting --
+
+    @torch.no_grad()
+    def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """state (state_dim,) or (batch, state_dim) -> action (action_dim,) or (batch, action_dim) in [-1, 1]."""
+        state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+        action = self.act(state) if deterministic else self.explore_action(state)
+        return action.cpu().numpy()
+
+    def explore_env(self, env, horizon: int) -> tuple[torch.Tensor, ...]:
+        """Step a gymnasium env `horizon` times with the exploring policy, continuing the episode the
+        last call left. Returns (states, actions, rewards, not_terminated, next_states) tensors with
+        rewards already multiplied by reward_scale."""
+        state = env.reset()[0] if self.last_state is None else self.last_state
+        states, actions, rewards, not_terminated, next_states = [], [], [], [], []
+        for _ in range(horizon):
+            action = self.select_action(state)
+            next_state, reward, terminated, truncated, _ = env.step(action)
+            states.append(state)
+            actions.append(action)
+            rewards.append(reward)
+            not_terminated.append(not terminated)  # a truncated episode still bootstraps
+            next_states.append(next_state)  # on truncation this is the final observation, not the reset one
+            state = env.reset()[0] if terminated or truncated else next_state
+        self.last_state = state
+
+        as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(np.array(x), dtype=dtype, device=self.device)
+        actions = as_tensor(actions, torch.long).unsqueeze(1) if self.if_discrete else as_tensor(actions)
+        return (as_tensor(states), actions, as_tensor(rewards) * self.reward_scale,
+                as_tensor(not_terminated), as_tensor(next_states))
+
+    # -- learning --
+
+    def update_net(self, buffer: ReplayBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
+        """repeat_times gradient steps of the critic per transition added since the last call (the
+        update-to-data ratio), the actor every policy_delay of them. Returns mean objectives."""
+        update_times = max(1, int(buffer.add_size * repeat_times))
+        buffer.add_size = 0
+        sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
+        actor_steps = 0
+        for update_i in range(update_times):
+            batch = buffer.sample(batch_size)
+            obj_critic = self.get_obj_critic(batch)
+            optimizer_step(self.cri_optimizer, obj_critic)
+            soft_update(self.cri_target, self.cri, self.soft_update_tau)
+            sum_obj_critic = sum_obj_critic + obj_critic.detach()  # summed on the device: no sync per step
+
+            if self.act_optimizer is not None and update_i % self.policy_delay == 0:
+                obj_actor = self.get_obj_actor(batch)
+                optimizer_step(self.act_optimizer, obj_actor)
+                if self.act_target is not None:
+                    soft_update(self.act_target, self.act, self.soft_update_tau)
+                sum_obj_actor = sum_obj_actor + obj_actor.detach()
+                actor_steps += 1
+        stats = {"obj_critic": sum_obj_critic.item() / update_times}
+        if actor_steps:
+            stats["obj_actor"] = sum_obj_actor.item() / actor_steps
+        return stats | self.extra_stats()
+
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Regress every Q head onto reward + gamma * not_terminated * next_q."""
+        state, action, reward, not_terminated, next_state = batch
+        with torch.no_grad():
+            q_target = reward + self.gamma * not_terminated * self.get_next_q(next_state)  # (B,)
+        return sum(self.criterion(q, q_target) for q in self.get_q_heads(state, action))
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Every Q estimate of the critic for the actions taken, each (B,)."""
+        return self.cri.get_q_heads(state, action)
+
+    def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
+        """The bootstrap value of next_state from the target networks, (B,); the smallest head where there are two."""
+        next_action = self.act_target(next_state)
+        return torch.stack(self.cri_target.get_q_heads(next_state, next_action)).min(dim=0).values
+
+    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Deterministic policy gradient: maximise Q(s, pi(s)) (Silver et al. 2014; Lillicrap et al. arXiv:1509.02971)."""
+        state = batch[0]
+        return -self.cri(state, self.act(state)).mean()
+
+    def extra_stats(self) -> dict[str, float]:
+        """Values beside the objectives that the recorder should log (SAC: its temperature)."""
+        return {}
+
+    # -- saving --
+
+    def save_or_load_agent(self, cwd: str, if_save: bool):
+        """Every network, target and optimizer as `<cwd>/<name>.pt` state_dicts; loads with weights_only=True."""
+        for name in ("act", "act_target", "cri", "cri_target", "act_optimizer", "cri_optimizer") + self.extra_save_names():
+            obj = getattr(self, name)
+            if obj is None or (name == "act" and obj is self.cri):  # DQN acts with its critic: one file
+                continue
+            path = os.path.join(cwd, f"{name}.pt")
+            if if_save:
+                torch.save(obj.state_dict() if hasattr(obj, "state_dict") else obj.detach().cpu(), path)
+            elif isinstance(obj, torch.Tensor):
+                with torch.no_grad():
+                    obj.copy_(torch.load(path, map_location=self.device, weights_only=True))
+            else:
+                obj.load_state_dict(torch.load(path, map_location=self.device, weights_only=True))
+
+    def extra_save_names(self) -> tuple[str, ...]:
+        return ()
+
+
+# ---- DQN family (discrete actions) ----
+
+
+class AgentDQN(AgentBase):
+    """Deep Q-Network (Mnih et al. 2015) with a soft-updated target network, epsilon-greedy
+    exploration and the Huber loss."""
+
+    if_discrete = True
+    hyper_defaults = AgentBase.hyper_defaults | dict(explore_rate=0.1)  # explore_rate: epsilon, chance of a random action
+    criterion = nn.SmoothL1Loss()
+    cri_class = QNet
+
+    def init_networks(self):
+        """One Q-network (it is also the actor: argmax Q), its target and one optimizer."""
+        self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
+        self.act = self.cri
+        self.cri_target = frozen_copy(self.cri)
+        self.cri_optimizer = torch.optim.Adam(self.cri.parameters(), self.learning_rate)
+
+    @torch.no_grad()
+    def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """state (state_dim,) or (batch, state_dim) -> integer action () or (batch,)."""
+        state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+        action = self.cri(state).argmax(dim=-1)
+        if not deterministic:
+            if_random = torch.rand(action.shape, device=self.device) < self.explore_rate
+            action = torch.where(if_random, torch.randint_like(action, self.action_dim), action)
+        return action.cpu().numpy()
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(q.gather(1, action).squeeze(1) for q in self.cri.get_q_heads(state))
+
+    def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
+        """max_a Q_target(s', a), of the smallest head where there are two."""
+        return torch.stack(self.cri_target.get_q_heads(next_state)).min(dim=0).values.max(dim=1).values
+
+
+class AgentDoubleDQN(AgentDQN):
+    """DQN with twin Q-networks bootstrapping from the smaller of the two (clipped double Q-learning,
+    arXiv:1802.09477 eq. 10), which curbs DQN's overestimation as Double DQN (arXiv:1509.06461) does."""
+
+    cri_class = QNetTwin
+
+
+class AgentD3QN(AgentDoubleDQN):
+    """Dueling double DQN: the twin Q-networks get dueling heads (arXiv:1511.06581)."""
+
+    cri_class = QNetTwinDuel
+
+
+# ---- deterministic and stochastic actor-critics (continuous actions) ----
+
+
+class AgentDDPG(AgentBase):
+    """DDPG (Lillicrap et al. arXiv:1509.02971) with Gaussian exploration noise instead of the OU process
+    (TD3 paper, section 6.1, found no benefit in OU)."""
+
+    hyper_defaults = AgentBase.hyper_defaults | dict(explore_noise=0.1)  # std of the action noise, actions in [-1, 1]
+
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        return self.act.get_action(state, self.explore_noise)
+
+
+class AgentTD3(AgentDDPG):
+    """TD3 (Fujimoto et al. arXiv:1802.09477): twin critics, delayed actor updates and target policy smoothing."""
+
+    hyper_defaults = AgentDDPG.hyper_defaults | dict(policy_noise=0.2, noise_clip=0.5)  # target smoothing noise std and its clip
+    policy_delay = 2
+    cri_class = CriticTwin
+
+    def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
+        """Target policy smoothing: bootstrap from a noisy target action (TD3 paper, eq. 14)."""
+        next_action = self.act_target(next_state)
+        noise = (torch.randn_like(next_action) * self.policy_noise).clamp(-self.noise_clip, self.noise_clip)
+        next_action = (next_action + noise).clamp(-1.0, 1.0)
+        return torch.stack(self.cri_target.get_q_heads(next_state, next_action)).min(dim=0).values
+
+
+class AgentSAC(AgentBase):
+    """Soft Actor-Critic (Haarnoja et al. arXiv:1801.01290) with twin critics and an automatically tuned
+    entropy temperature alpha (arXiv:1812.05905, section 5). No actor target: SAC bootstraps from the online policy."""
+
+    hyper_defaults = AgentBase.hyper_defaults | dict(alpha_init=0.2)  # initial entropy temperature
+    act_class, cri_class = ActorSAC, CriticTwin
+    if_act_target = False
+
+    def init_networks(self):
+        super().init_networks()
+        # alpha = exp(log_alpha) stays positive; it has its own optimizer, not a share of the actor's
+        self.log_alpha = torch.tensor(np.log(self.alpha_init), dtype=torch.float32, device=self.device, requires_grad=True)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], self.learning_rate)
+        self.target_entropy = -float(self.action_dim)  # the heuristic of arXiv:1812.05905, section 5
+
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        return self.act.get_action(state)
+
+    def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
+        """Soft value of next_state: min of the target twins minus alpha * log pi (SAC paper, eq. 3)."""
+        next_action, next_log_prob = self.act.get_action_log_prob(next_state)
+        next_q = torch.stack(self.cri_target.get_q_heads(next_state, next_action)).min(dim=0).values
+        return next_q - self.log_alpha.exp() * next_log_prob
+
+    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Policy objective E[alpha * log pi(a|s) - min Q(s, a)] (SAC paper, eq. 7); before it, one step of
+        the temperature toward the target entropy (arXiv:1812.05905, eq. 18)."""
+        state = batch[0]
+        action, log_prob = self.act.get_action_log_prob(state)
+        obj_alpha = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+        optimizer_step(self.alpha_optimizer, obj_alpha)
+
+        q = torch.stack(self.cri.get_q_heads(state, action)).min(dim=0).values
+        return (self.log_alpha.exp().detach() * log_prob - q).mean()
+
+    def extra_stats(self) -> dict[str, float]:
+        return {"alpha": self.log_alpha.exp().item()}
+
+    def extra_save_names(self) -> tuple[str, ...]:
+        return ("log_alpha", "alpha_optimizer")
