@@ -202,8 +202,7 @@ def build_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
                              f"so that the agents' [-1, 1] actions can be rescaled to them")
         if_discrete, action_dim = False, action_space.shape[0]
         if not (np.all(action_space.low == -1) and np.all(action_space.high == 1)):
-            ones = np.ones(action_dim, dtype=np.float32)  # float32 bounds: a float64 Box would warn
-            env = gym.wrappers.RescaleAction(env, -ones, ones)
+            env = gym.wrappers.RescaleAction(env, np.float32(-1), np.float32(1))  # float32: a float64 Box warns
     else:
         raise ValueError(f"{env_name}: action space {action_space} is not supported; "
                          f"the agents take Discrete or flat Box action spaces")

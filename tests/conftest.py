@@ -1,0 +1,15 @@
+import os
+import sys
+
+import pytest
+import torch
+
+# the three files live at the repository root, next to tests/
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def one_thread_and_seed():
+    """Tests run two at a time on two cores (pytest -n 2): one torch thread each, and a fixed seed."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)

@@ -1,0 +1,243 @@
+import os
+import pickle
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from AgentZoo import (AgentD3QN, AgentDDPG, AgentDoubleDQN, AgentDQN, AgentSAC, AgentTD3, ReplayBuffer,
+                      optimizer_step, soft_update)
+
+STATE_DIM, ACTION_DIM, NET_DIM = 3, 2, 16
+GAMMA = 0.9
+
+
+def hand_batch():
+    """Three transitions: ordinary, terminated (no bootstrap), truncated by a time limit (bootstraps)."""
+    state = torch.randn(3, STATE_DIM)
+    reward = torch.tensor([1.0, 2.0, 3.0])
+    not_terminated = torch.tensor([1.0, 0.0, 1.0])
+    next_state = torch.randn(3, STATE_DIM)
+    return state, reward, not_terminated, next_state
+
+
+def set_constant_output(linear: torch.nn.Linear, bias: list[float]):
+    """Make a network's output layer return `bias` whatever the input."""
+    with torch.no_grad():
+        linear.weight.zero_()
+        linear.bias.copy_(torch.tensor(bias))
+
+
+def test_soft_update_moves_target_by_tau():
+    online, target = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    expected = [0.25 * o + 0.75 * t for o, t in zip(online.parameters(), target.parameters())]
+    soft_update(target, online, tau=0.25)
+    assert all(torch.allclose(t, e) for t, e in zip(target.parameters(), expected))
+
+
+def test_optimizer_step_changes_only_its_network():
+    net_a, net_b = torch.nn.Linear(2, 1), torch.nn.Linear(2, 1)
+    before_b = [p.clone() for p in net_b.parameters()]
+    before_a = [p.clone() for p in net_a.parameters()]
+    optimizer_a = torch.optim.SGD(net_a.parameters(), lr=0.1)
+    x = torch.randn(4, 2)
+    optimizer_step(optimizer_a, (net_a(x) + net_b(x)).pow(2).mean(), clip_grad_norm=1.0)
+    assert all(torch.equal(p, q) for p, q in zip(net_b.parameters(), before_b))
+    assert any(not torch.equal(p, q) for p, q in zip(net_a.parameters(), before_a))
+
+
+@pytest.mark.parametrize("agent_class", [AgentDQN, AgentDoubleDQN, AgentD3QN])
+def test_dqn_family_td_target_by_hand(agent_class):
+    agent = agent_class(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", gamma=GAMMA)
+    state, reward, not_terminated, next_state = hand_batch()
+    action = torch.tensor([[0], [1], [1]])
+    # target Q(s', .) = [2, 5] (and [3, 4] for the twin): bootstrap value max_a min_heads = 5 (DQN) or 4 (twins)
+    target_heads = [agent.cri_target] if agent_class is AgentDQN else [agent.cri_target.q1, agent.cri_target.q2]
+    online_heads = [agent.cri] if agent_class is AgentDQN else [agent.cri.q1, agent.cri.q2]
+    for head, bias in zip(target_heads, ([2.0, 5.0], [3.0, 4.0])):
+        if agent_class is AgentD3QN:  # dueling: Q = V + A - mean(A); V = 0, A = bias gives Q = bias - mean(bias)
+            set_constant_output(head.value, [0.0])
+            set_constant_output(head.advantage, bias)
+        else:
+            set_constant_output(head.net[-1], bias)
+    for head in online_heads:  # online Q(s, .) = [0.5, 1.5] for every state
+        if agent_class is AgentD3QN:
+            set_constant_output(head.value, [1.0])
+            set_constant_output(head.advantage, [-0.5, 0.5])
+        else:
+            set_constant_output(head.net[-1], [0.5, 1.5])
+
+    next_q = {AgentDQN: 5.0, AgentDoubleDQN: 4.0, AgentD3QN: 0.5}[agent_class]  # D3QN: min([-1.5, 1.5], [-0.5, 0.5]) -> max 0.5
+    q_target = torch.tensor([1 + GAMMA * next_q, 2.0, 3 + GAMMA * next_q])  # the terminated one keeps its reward only
+    q_taken = torch.tensor([0.5, 1.5, 1.5])
+    expected = torch.nn.functional.smooth_l1_loss(q_taken, q_target) * (1 if agent_class is AgentDQN else 2)
+
+    batch = (state, action, reward, not_terminated, next_state)
+    assert torch.allclose(agent.get_next_q(next_state), torch.full((3,), next_q))
+    assert torch.allclose(agent.get_obj_critic(batch), expected)
+
+
+@pytest.mark.parametrize("agent_class", [AgentDDPG, AgentTD3])
+def test_deterministic_actor_critic_td_target_by_hand(agent_class):
+    agent = agent_class(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", gamma=GAMMA)
+    state, reward, not_terminated, next_state = hand_batch()
+    action = torch.rand(3, ACTION_DIM) * 2 - 1
+    if agent_class is AgentDDPG:
+        set_constant_output(agent.cri_target.net[-1], [-4.0])
+        set_constant_output(agent.cri.net[-1], [1.0])
+        next_q, heads = -4.0, 1
+    else:  # twins: the smaller target head, -6, is the bootstrap value whatever the smoothing noise
+        set_constant_output(agent.cri_target.q1.net[-1], [-4.0])
+        set_constant_output(agent.cri_target.q2.net[-1], [-6.0])
+        set_constant_output(agent.cri.q1.net[-1], [1.0])
+        set_constant_output(agent.cri.q2.net[-1], [1.0])
+        next_q, heads = -6.0, 2
+    q_target = torch.tensor([1 + GAMMA * next_q, 2.0, 3 + GAMMA * next_q])
+    expected = heads * torch.nn.functional.mse_loss(torch.ones(3), q_target)
+    assert torch.allclose(agent.get_obj_critic((state, action, reward, not_terminated, next_state)), expected)
+
+
+def test_sac_td_target_subtracts_entropy_term():
+    agent = AgentSAC(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", gamma=GAMMA, alpha_init=0.5)
+    state, reward, not_terminated, next_state = hand_batch()
+    set_constant_output(agent.cri_target.q1.net[-1], [-4.0])
+    set_constant_output(agent.cri_target.q2.net[-1], [-6.0])
+    set_constant_output(agent.cri.q1.net[-1], [1.0])
+    set_constant_output(agent.cri.q2.net[-1], [1.0])
+    torch.manual_seed(3)
+    _, next_log_prob = agent.act.get_action_log_prob(next_state)
+    next_value = -6.0 - 0.5 * next_log_prob.detach()  # soft value: min target Q - alpha * log pi
+    q_target = reward + GAMMA * not_terminated * next_value
+    assert q_target[1] == 2.0
+    expected = 2 * torch.nn.functional.mse_loss(torch.ones(3), q_target)
+    torch.manual_seed(3)
+    obj = agent.get_obj_critic((state, torch.zeros(3, ACTION_DIM), reward, not_terminated, next_state))
+    assert torch.allclose(obj, expected)
+
+
+class CounterEnv(gym.Env):
+    """Observation = steps taken in this episode; terminates when it reaches `terminate_at`."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, terminate_at):
+        self.terminate_at, self.t = terminate_at, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([self.t], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], np.float32), 1.0, self.t == self.terminate_at, False, {}
+
+
+@pytest.mark.parametrize("terminate_at, time_limit, not_terminated", [
+    (3, 10, [1, 1, 0, 1, 1, 0, 1]),  # terminated at step 3: no bootstrap
+    (10, 3, [1, 1, 1, 1, 1, 1, 1]),  # truncated at step 3 by the time limit: still bootstraps
+])
+def test_explore_env_keeps_truncation_apart_from_termination(terminate_at, time_limit, not_terminated):
+    env = gym.wrappers.TimeLimit(CounterEnv(terminate_at), max_episode_steps=time_limit)
+    agent = AgentDQN(NET_DIM, 1, 2, device="cpu", reward_scale=0.5)
+    states, actions, rewards, not_term, next_states = agent.explore_env(env, 7)
+    assert not_term.tolist() == not_terminated
+    assert states[:, 0].tolist() == [0, 1, 2, 0, 1, 2, 0]  # a new episode starts after each end
+    assert next_states[:, 0].tolist() == [1, 2, 3, 1, 2, 3, 1]  # the final observation, not the reset one
+    assert rewards.tolist() == [0.5] * 7  # reward_scale applied
+    assert actions.shape == (7, 1) and actions.dtype == torch.long
+    assert agent.last_state[0] == 1  # the next call continues this episode
+    assert agent.explore_env(env, 1)[0][0, 0] == 1
+
+
+@pytest.mark.parametrize("agent_class", [AgentDQN, AgentDoubleDQN, AgentD3QN])
+def test_discrete_select_action(agent_class):
+    agent = agent_class(NET_DIM, STATE_DIM, 4, device="cpu", explore_rate=1.0)
+    one = agent.select_action(np.zeros(STATE_DIM, np.float32), deterministic=True)
+    assert one.shape == () and np.issubdtype(one.dtype, np.integer)
+    batch = agent.select_action(np.random.randn(500, STATE_DIM).astype(np.float32))
+    assert batch.shape == (500,) and set(batch.tolist()) == {0, 1, 2, 3}  # explore_rate 1: uniform
+    states = np.random.randn(20, STATE_DIM).astype(np.float32)
+    assert np.array_equal(agent.select_action(states, deterministic=True),
+                          agent.cri(torch.as_tensor(states)).argmax(1).numpy())
+
+
+@pytest.mark.parametrize("agent_class", [AgentDDPG, AgentTD3, AgentSAC])
+def test_continuous_select_action(agent_class):
+    agent = agent_class(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu")
+    states = np.random.randn(50, STATE_DIM).astype(np.float32)
+    explore = agent.select_action(states)
+    deterministic = agent.select_action(states, deterministic=True)
+    assert explore.shape == deterministic.shape == (50, ACTION_DIM)
+    assert np.abs(explore).max() <= 1 and np.abs(deterministic).max() <= 1
+    assert np.array_equal(deterministic, agent.select_action(states, deterministic=True))
+    assert not np.array_equal(explore, deterministic)
+    assert agent.select_action(states[0]).shape == (ACTION_DIM,)
+
+
+def test_update_net_returns_floats_and_moves_targets():
+    agent = AgentSAC(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu")
+    buffer = ReplayBuffer(100, STATE_DIM, ACTION_DIM, if_discrete=False)
+    buffer.extend(torch.randn(40, STATE_DIM), torch.rand(40, ACTION_DIM) * 2 - 1, torch.randn(40),
+                  torch.ones(40), torch.randn(40, STATE_DIM))
+    target_before = [p.clone() for p in agent.cri_target.parameters()]
+    stats = agent.update_net(buffer, batch_size=16, repeat_times=0.25)
+    assert set(stats) == {"obj_critic", "obj_actor", "alpha"} and all(isinstance(v, float) for v in stats.values())
+    assert buffer.add_size == 0
+    assert all(not p.requires_grad for p in agent.cri_target.parameters())
+    assert any(not torch.equal(p, q) for p, q in zip(agent.cri_target.parameters(), target_before))
+
+
+def test_td3_delays_the_actor():
+    agent = AgentTD3(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu")
+    buffer = ReplayBuffer(100, STATE_DIM, ACTION_DIM, if_discrete=False)
+    buffer.extend(torch.randn(4, STATE_DIM), torch.zeros(4, ACTION_DIM), torch.randn(4), torch.ones(4), torch.randn(4, STATE_DIM))
+    agent.update_net(buffer, batch_size=4, repeat_times=1.0)  # 4 critic steps, actor at 0 and 2
+    assert agent.act_optimizer.state_dict()["state"][0]["step"] == 2
+    assert agent.cri_optimizer.state_dict()["state"][0]["step"] == 4
+
+
+@pytest.mark.parametrize("agent_class", [AgentDQN, AgentD3QN, AgentDDPG, AgentTD3, AgentSAC])
+def test_save_load_round_trip(agent_class, tmp_path):
+    action_dim = 2
+    agent = agent_class(NET_DIM, STATE_DIM, action_dim, device="cpu")
+    buffer = ReplayBuffer(100, STATE_DIM, action_dim, if_discrete=agent.if_discrete)
+    actions = torch.randint(action_dim, (32, 1)) if agent.if_discrete else torch.rand(32, action_dim)
+    buffer.extend(torch.randn(32, STATE_DIM), actions, torch.randn(32), torch.ones(32), torch.randn(32, STATE_DIM))
+    agent.update_net(buffer, batch_size=8, repeat_times=0.25)  # optimizers now have state
+    agent.save_or_load_agent(str(tmp_path), if_save=True)
+
+    torch.manual_seed(123)
+    other = agent_class(NET_DIM, STATE_DIM, action_dim, device="cpu")
+    other.save_or_load_agent(str(tmp_path), if_save=False)
+    for name in ("act", "act_target", "cri", "cri_target"):
+        mine, theirs = getattr(agent, name), getattr(other, name)
+        if mine is None:
+            assert theirs is None
+            continue
+        assert all(torch.equal(p, q) for p, q in zip(mine.state_dict().values(), theirs.state_dict().values()))
+    assert other.cri_optimizer.state_dict()["state"][0]["step"] == agent.cri_optimizer.state_dict()["state"][0]["step"]
+    if agent_class is AgentSAC:
+        assert torch.equal(other.log_alpha, agent.log_alpha)
+    states = np.random.randn(5, STATE_DIM).astype(np.float32)
+    assert np.array_equal(agent.select_action(states, deterministic=True), other.select_action(states, deterministic=True))
+
+
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("echo pwned",))
+
+
+def test_load_refuses_pickled_code(tmp_path):
+    agent = AgentDQN(NET_DIM, STATE_DIM, 2, device="cpu")
+    agent.save_or_load_agent(str(tmp_path), if_save=True)
+    torch.save({"net.0.weight": Payload()}, tmp_path / "cri.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        agent.save_or_load_agent(str(tmp_path), if_save=False)
+
+
+def test_unknown_hyperparameter_is_refused():
+    with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['explore_rate'\].*accepts"):
+        AgentSAC(NET_DIM, STATE_DIM, ACTION_DIM, explore_rate=0.1)

@@ -1,0 +1,116 @@
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from AgentRun import Arguments, build_env, parse_overrides, train_and_evaluate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class SpaceEnv(gym.Env):
+    """An env that only declares its spaces: enough for the checks that run before any step."""
+
+    def __init__(self, observation_space, action_space):
+        self.observation_space, self.action_space = observation_space, action_space
+
+
+def test_unknown_environment_id():
+    with pytest.raises(ValueError, match=r"unknown environment id 'NoSuchEnv-v0'.*CartPole-v1"):
+        build_env("NoSuchEnv-v0")
+
+
+def test_env_of_wrong_type():
+    with pytest.raises(TypeError, match="gymnasium id or a gymnasium.Env instance, got int"):
+        build_env(3)
+
+
+def test_continuous_agent_on_discrete_actions(tmp_path):
+    args = Arguments(agent="AgentSAC", env="CartPole-v1", cwd=str(tmp_path / "run"))
+    with pytest.raises(ValueError, match=r"AgentSAC is for Box action spaces, but CartPole-v1 has a Discrete .*AgentDQN"):
+        train_and_evaluate(args)
+    assert not os.path.exists(tmp_path / "run")  # refused before anything was written
+
+
+def test_discrete_agent_on_continuous_actions(tmp_path):
+    args = Arguments(agent="AgentD3QN", env="Pendulum-v1", cwd=str(tmp_path / "run"))
+    with pytest.raises(ValueError, match=r"AgentD3QN is for Discrete action spaces, but Pendulum-v1 has a Box .*AgentSAC"):
+        train_and_evaluate(args)
+
+
+@pytest.mark.parametrize("observation_space", [
+    gym.spaces.Box(0, 255, (84, 84, 3), np.uint8),  # an image
+    gym.spaces.Dict({"position": gym.spaces.Box(-1, 1, (2,))}),
+    gym.spaces.Tuple((gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3))),
+    gym.spaces.Discrete(5),
+])
+def test_observation_space_that_is_not_a_flat_box(observation_space):
+    env = SpaceEnv(observation_space, gym.spaces.Discrete(2))
+    with pytest.raises(ValueError, match=r"observation space .* is not supported; the agents take flat Box"):
+        build_env(env)
+
+
+def test_action_space_with_infinite_bounds():
+    env = SpaceEnv(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-np.inf, np.inf, (2,)))
+    with pytest.raises(ValueError, match="infinite bounds"):
+        build_env(env)
+
+
+def test_unknown_agent():
+    with pytest.raises(ValueError, match=r"unknown agent 'AgentXYZ'; AgentZoo has .*AgentSAC"):
+        Arguments(agent="AgentXYZ").get_agent_class()
+
+
+def test_unknown_key_names_the_valid_ones():
+    with pytest.raises(ValueError, match=r"unknown key 'learning_rat'; Arguments has .*learning_rate"):
+        parse_overrides(["learning_rat=0.1"])
+
+
+def test_override_without_equals_sign():
+    with pytest.raises(ValueError, match=r"expected key=value, got 'seed'"):
+        parse_overrides(["seed"])
+
+
+def test_overrides_are_typed():
+    assert parse_overrides(["seed=3", "gamma=0.9", "if_remove=True", "cwd=/tmp/a", "target_return=None"]) == {
+        "seed": 3, "gamma": 0.9, "if_remove": True, "cwd": "/tmp/a", "target_return": None}
+
+
+@pytest.mark.parametrize("item, message", [
+    ("seed=1.5", "seed takes an integer"),
+    ("gamma=abc", "gamma takes a number or None"),
+    ("if_remove=maybe", "if_remove takes True or False"),
+])
+def test_override_of_the_wrong_type(item, message):
+    with pytest.raises(ValueError, match=message):
+        parse_overrides([item])
+
+
+@pytest.mark.parametrize("field, value, accepted", [
+    ("gamma", 1.5, r"in \(0, 1\]"), ("gamma", 0.0, r"in \(0, 1\]"), ("learning_rate", -1e-3, "> 0"),
+    ("batch_size", 0, "> 0"), ("net_dim", -8, "> 0"), ("max_memo", 0, "> 0"), ("eval_times", 0, "> 0"),
+    ("soft_update_tau", 2.0, r"in \(0, 1\]"), ("eval_gap", -1.0, ">= 0"), ("batch_size", 32.5, "integer"),
+])
+def test_bad_values_are_refused(field, value, accepted, tmp_path):
+    args = Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "run"), **{field: value})
+    with pytest.raises(ValueError, match=rf"{field}={value!r} is not accepted: {field} must be .*{accepted}"):
+        train_and_evaluate(args)
+
+
+def test_cwd_with_an_earlier_run_is_not_mixed(tmp_path):
+    cwd = tmp_path / "run"
+    cwd.mkdir()
+    (cwd / "recorder.csv").write_text("step\n")
+    with pytest.raises(FileExistsError, match="holds an earlier run's files; choose another cwd, or pass if_remove=True"):
+        train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(cwd)))
+    assert (cwd / "recorder.csv").read_text() == "step\n"
+
+
+def test_command_line_refuses_unknown_key():
+    result = subprocess.run([sys.executable, "AgentRun.py", "no_such_key=1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "unknown key 'no_such_key'; Arguments has" in result.stderr and "break_step" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,64 @@
+"""Learning tests: each agent reaches its return within a fixed step budget and seed, through the
+library's own loop. Evaluation after every update round (eval_gap=0) keeps the run deterministic."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from AgentNet import ActorSAC
+from AgentRun import Arguments, train_and_evaluate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("agent, env, target_return, break_step", [
+    ("AgentDQN", "CartPole-v1", 475, 40_000),
+    ("AgentDoubleDQN", "CartPole-v1", 475, 40_000),
+    ("AgentD3QN", "CartPole-v1", 475, 40_000),
+    ("AgentDDPG", "Pendulum-v1", -250, 12_000),
+    ("AgentTD3", "Pendulum-v1", -250, 12_000),
+])
+def test_agent_reaches_target(agent, env, target_return, break_step, tmp_path):
+    args = Arguments(agent=agent, env=env, seed=0, cwd=str(tmp_path / "run"), break_step=break_step,
+                     target_return=target_return, eval_gap=0)
+    result = train_and_evaluate(args)
+    assert result["if_solved"], result
+    assert result["stop_reason"].startswith("reached target_return")
+
+
+def test_command_line_sac_solves_pendulum_and_writes_its_outputs(tmp_path):
+    """DESIGN.md's example run: stops by itself at Pendulum's -200 with config, recorder and actor written."""
+    cwd = tmp_path / "x"
+    result = subprocess.run([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
+                             "break_step=12000", "eval_gap=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "Stop: reached target_return -200.0" in result.stdout
+
+    config = json.loads((cwd / "config.json").read_text())
+    assert config["agent"] == "AgentSAC" and config["env"] == "Pendulum-v1" and config["target_return"] == -200.0
+    assert config["net_dim"] is not None and config["gamma"] is not None  # defaults recorded as used
+    with open(cwd / "recorder.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["step", "seconds", "avg_return", "std_return", "explore_return",
+                             "obj_critic", "obj_actor", "alpha"]
+    assert float(rows[-1]["avg_return"]) >= -200
+    assert [int(r["step"]) for r in rows] == sorted(int(r["step"]) for r in rows)
+
+    actor = ActorSAC(config["net_dim"], 3, 1)
+    actor.load_state_dict(torch.load(cwd / "actor.pt", weights_only=True))
+    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1), np.float32(1))
+    state, _ = env.reset(seed=123)
+    episode_return, done = 0.0, False
+    while not done:
+        with torch.no_grad():
+            action = actor(torch.as_tensor(state)).numpy()
+        state, reward, terminated, truncated, _ = env.step(action)
+        episode_return += reward
+        done = terminated or truncated
+    assert episode_return > -400  # the saved actor is the one that solved it
