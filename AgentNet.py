@@ -168,3 +168,76 @@ class CriticTwin(nn.Module):
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return self.q1(state, action), self.q2(state, action)
+
+
+# ---- on-policy actors and critic (PPO, A2C) ----
+
+
+class ActorStochastic(nn.Module):
+    """Sampling and scoring shared by the on-policy actors; each names its distribution."""
+
+    def get_distribution(self, state: torch.Tensor) -> torch.distributions.Distribution:
+        raise NotImplementedError
+
+    def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A sampled action and its log-prob (batch,)."""
+        dist = self.get_distribution(state)
+        action = dist.sample()
+        return action, dist.log_prob(action)
+
+    def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(action|state) and the policy's entropy, (batch,) each."""
+        dist = self.get_distribution(state)
+        return dist.log_prob(action), dist.entropy()
+
+
+class ActorPPO(ActorStochastic):
+    """Gaussian policy u ~ N(mean(s), std) with a state-independent, learned log std. The agent keeps the raw
+    sample u (its log-prob is exact) and hands the environment u clipped into [-1, 1]."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.01)
+        self.log_std = nn.Parameter(torch.full((action_dim,), -0.5))  # std 0.6 at the start
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        """The deterministic action used for evaluation: the mean, clipped into [-1, 1]."""
+        return self.net(state).clamp(-1.0, 1.0)
+
+    def get_distribution(self, state: torch.Tensor) -> torch.distributions.Distribution:
+        mean = self.net(state)  # (batch, action_dim); Independent sums log-prob and entropy over its last dim
+        return torch.distributions.Independent(torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean)), 1)
+
+    @staticmethod
+    def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:
+        return action.clamp(-1.0, 1.0)
+
+
+class ActorDiscretePPO(ActorStochastic):
+    """Categorical policy over action_dim actions; actions are integer indices."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.01)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        """The most likely action, (batch,)."""
+        return self.net(state).argmax(dim=-1)
+
+    def get_distribution(self, state: torch.Tensor) -> torch.distributions.Distribution:
+        return torch.distributions.Categorical(logits=self.net(state))
+
+    @staticmethod
+    def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:
+        return action
+
+
+class CriticAdv(nn.Module):
+    """State value V(s), the baseline of the advantage."""
+
+    def __init__(self, net_dim: int, state_dim: int, _action_dim: int = 0):
+        super().__init__()
+        self.net = build_mlp([state_dim, net_dim, net_dim, 1])
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.net(state).squeeze(-1)  # (batch,)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 import AgentZoo
-from AgentZoo import AgentBase, ReplayBuffer
+from AgentZoo import AgentBase, ReplayBuffer, RolloutBuffer
 
 # ---- arguments ----
 
@@ -41,8 +41,9 @@ class Arguments:
     reward_scale: float | None = None  # rewards are multiplied by this before learning, > 0
     soft_update_tau: float | None = None  # target <- tau*online + (1-tau)*target, 0 < tau <= 1
     max_memo: int | None = None  # replay buffer capacity in transitions, > 0
-    target_step: int | None = None  # environment steps explored between two updates, > 0
-    repeat_times: float | None = None  # gradient steps per explored step (update-to-data ratio), > 0
+    target_step: int | None = None  # environment steps explored between two updates (all envs together), > 0
+    repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
+    num_envs: int | None = None  # vectorised environments an on-policy agent explores with; off-policy: 1
 
     break_step: int = 2 ** 20  # stop after this many environment steps, > 0
     max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
@@ -72,13 +73,16 @@ class Arguments:
                              f"use one of {', '.join(suitable)}")
         self.agent = agent_class
         for name, value in (agent_class.train_defaults | agent_class.hyper_defaults).items():
-            if hasattr(self, name) and getattr(self, name) is None:
+            if name in ARGUMENT_NAMES and getattr(self, name) is None:
                 setattr(self, name, value)
         if self.target_return is None:
             self.target_return = env_info.target_return
         if self.cwd is None:
             self.cwd = f"./{agent_class.__name__}_{env_info.env_name}_{self.seed}"
         self.check_values()
+        if agent_class.if_off_policy and self.num_envs != 1:
+            raise ValueError(f"num_envs={self.num_envs} is not accepted: off-policy agents such as "
+                             f"{agent_class.__name__} explore one environment in the serial loop (num_envs=1)")
 
         if os.path.exists(os.path.join(self.cwd, "recorder.csv")) or os.path.exists(os.path.join(self.cwd, "config.json")):
             if not self.if_remove:
@@ -96,15 +100,19 @@ class Arguments:
             "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
             "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "max_memo": (lambda v: v > 0, "> 0"),
             "target_step": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
+            "num_envs": (lambda v: v > 0, "> 0"),
             "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
             "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
         }
         for name, (test, accepted) in rules.items():
             value = getattr(self, name)
+            if value is None:  # still None after the defaults: this agent does not use it (PPO: max_memo)
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
                 raise ValueError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
-        for name in ("num_threads", "net_dim", "batch_size", "max_memo", "target_step", "break_step", "eval_times"):
-            if not isinstance(getattr(self, name), int):
+        for name in ("num_threads", "net_dim", "batch_size", "max_memo", "target_step", "num_envs", "break_step",
+                     "eval_times"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), int):
                 raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {name} must be an integer")
 
     def to_dict(self) -> dict:
@@ -112,6 +120,9 @@ class Arguments:
         fields["agent"] = self.agent.__name__ if isinstance(self.agent, type) else self.agent
         fields["env"] = self.env if isinstance(self.env, str) else env_name_of(self.env)
         return fields
+
+
+ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
 
 
 def parse_overrides(argv: list[str]) -> dict:
@@ -176,9 +187,21 @@ def make_twin_env(env: str | gym.Env) -> str | gym.Env:
     return gym.make(env.spec) if env.spec is not None else copy.deepcopy(env)
 
 
-def build_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
-    """A gymnasium env ready for an agent, and its facts. Box actions are rescaled from the agent's
-    [-1, 1] to the env's bounds; episode returns are recorded for the explore_return column."""
+def build_env(env: str | gym.Env, num_envs: int | None = None) -> tuple[gym.Env, EnvInfo]:
+    """A gymnasium env ready for an agent, and its facts; with num_envs, a vector env of that many copies
+    (autoreset in the same step, so that an ended episode's final observation comes back in info).
+    Episode returns are recorded for the explore_return column."""
+    single, env_info = prepare_env(env)
+    if num_envs is None:
+        return gym.wrappers.RecordEpisodeStatistics(single), env_info
+    copies = [single] + [prepare_env(make_twin_env(env))[0] for _ in range(num_envs - 1)]
+    vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
+                                          autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(vector_env), env_info
+
+
+def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
+    """Make the env, check its spaces, and rescale Box actions from the agents' [-1, 1] to its bounds."""
     if isinstance(env, str):
         try:
             env = gym.make(env)
@@ -188,7 +211,7 @@ def build_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
                              f"(gymnasium.pprint_registry() lists them all), or a gymnasium.Env instance") from None
     elif not isinstance(env, gym.Env):
         raise TypeError(f"env must be a gymnasium id or a gymnasium.Env instance, got {type(env).__name__}")
-    env_name = env_name_of(env)
+    env_name, spec = env_name_of(env), env.spec
 
     obs_space, action_space = env.observation_space, env.action_space
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
@@ -206,9 +229,7 @@ def build_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
     else:
         raise ValueError(f"{env_name}: action space {action_space} is not supported; "
                          f"the agents take Discrete or flat Box action spaces")
-    env = gym.wrappers.RecordEpisodeStatistics(env)
 
-    spec = env.spec
     threshold = spec.reward_threshold if spec is not None else None
     if threshold is None:
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
@@ -266,16 +287,21 @@ def train_and_evaluate(args: Arguments) -> dict:
     """The serial loop: explore target_step steps, update, evaluate every eval_gap seconds, until
     target_return, break_step or max_time. Returns a summary of how it stopped."""
     agent_class = args.get_agent_class()
-    env, env_info = build_env(args.env)
+    env_info = prepare_env(args.env)[1]
     args.init_before_training(agent_class, env_info)
+    env = build_env(args.env, num_envs=None if agent_class.if_off_policy else args.num_envs)[0]
     eval_env = build_env(make_twin_env(args.env))[0]
 
     torch.set_num_threads(args.num_threads)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    agent = agent_class(args.net_dim, env_info.state_dim, env_info.action_dim, learning_rate=args.learning_rate,
-                        gamma=args.gamma, reward_scale=args.reward_scale, soft_update_tau=args.soft_update_tau)
-    buffer = ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, agent.device)
+    hyperparameters = {name: getattr(args, name) for name in agent_class.hyper_defaults if name in ARGUMENT_NAMES}
+    agent = agent_class(args.net_dim, env_info.state_dim, env_info.action_dim, **hyperparameters)
+    if agent_class.if_off_policy:
+        buffer = ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, agent.device)
+    else:
+        buffer = RolloutBuffer(agent.device)
+    horizon = max(1, args.target_step // args.num_envs)  # steps of each env per round
     evaluator = Evaluator(args.cwd, eval_env, args.eval_times, args.target_return)
     agent.last_state = env.reset(seed=args.seed)[0]
     eval_env.reset(seed=args.seed + 1)
@@ -285,9 +311,9 @@ def train_and_evaluate(args: Arguments) -> dict:
     step, episodes_seen, last_eval_time = 0, 0, -math.inf
     stop_reason, avg_return = None, -math.inf
     while stop_reason is None:
-        buffer.extend(*agent.explore_env(env, args.target_step))
-        step += args.target_step
-        if buffer.cur_len < args.batch_size:
+        buffer.extend(*agent.explore_env(env, horizon))
+        step += horizon * args.num_envs
+        if agent_class.if_off_policy and buffer.cur_len < args.batch_size:
             continue
         stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
 
@@ -318,6 +344,12 @@ def train_and_evaluate(args: Arguments) -> dict:
 def run__demo(**overrides):
     """An off-policy agent on LunarLanderContinuous-v3 until it is solved; edit the arguments here."""
     args = Arguments(agent="AgentSAC", env="LunarLanderContinuous-v3", seed=0)
+    train_and_evaluate(dataclasses.replace(args, **overrides))
+
+
+def run__on_policy_demo(**overrides):
+    """An on-policy agent on vectorised LunarLanderContinuous-v3 environments until it is solved."""
+    args = Arguments(agent="AgentPPO", env="LunarLanderContinuous-v3", seed=0)
     train_and_evaluate(dataclasses.replace(args, **overrides))
 
 

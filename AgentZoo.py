@@ -17,7 +17,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from AgentNet import Actor, ActorSAC, Critic, CriticTwin, QNet, QNetTwin, QNetTwinDuel
+from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticAdv, CriticTwin, QNet, QNetTwin,
+                      QNetTwinDuel)
 
 # ---- helpers ----
 
@@ -100,6 +101,37 @@ class ReplayBuffer:
             buf[:self.cur_len] = saved.to(self.device)
 
 
+class RolloutBuffer:
+    """The latest rollout of num_envs vectorised environments as (horizon, num_envs, ...) tensors; each
+    extend replaces it, since on-policy agents learn only from data of their current policy."""
+
+    def __init__(self, device=None):
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.add_size = 0  # transitions in the latest rollout
+
+    def extend(self, states, actions, log_probs, rewards, not_terminated, not_done, next_states):
+        """next_states[t] is the observation step t led to: on truncation the final observation of the cut
+        episode (gymnasium's info["final_obs"]), not the reset one that the next step starts from."""
+        self.states, self.actions, self.log_probs = states, actions, log_probs  # (T, N, state_dim), (T, N, ...), (T, N)
+        self.rewards, self.not_terminated, self.not_done = rewards, not_terminated, not_done  # (T, N) each
+        self.next_states = next_states  # (T, N, state_dim)
+        self.add_size = states.shape[0] * states.shape[1]
+
+    def get_advantages(self, values: torch.Tensor, next_values: torch.Tensor, gamma: float, lambda_gae: float
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """GAE(lambda) advantages and the critic's targets (advantage + value), (T, N) each
+        (Schulman et al. arXiv:1506.02438, eq. 16). values = V(states), next_values = V(next_states).
+        The TD error bootstraps unless the step terminated, so a truncated step bootstraps from the value
+        of its final observation; the sum over later TD errors stops at every episode end."""
+        deltas = self.rewards + gamma * self.not_terminated * next_values - values  # (T, N)
+        advantages = torch.empty_like(deltas)
+        gae = torch.zeros_like(deltas[0])  # (N,)
+        for t in reversed(range(deltas.shape[0])):
+            gae = deltas[t] + gamma * lambda_gae * self.not_done[t] * gae
+            advantages[t] = gae
+        return advantages, advantages + values
+
+
 # ---- base agent ----
 
 
@@ -112,13 +144,14 @@ class AgentBase:
     if_discrete = False
     # Loop settings that suit this agent; Arguments fills the fields left at None from here
     # (DESIGN.md: defaults come from the agent, never from a per-task table).
-    train_defaults = dict(net_dim=128, batch_size=256, max_memo=2 ** 20, target_step=256, repeat_times=1.0)
+    train_defaults = dict(net_dim=128, batch_size=256, max_memo=2 ** 20, target_step=256, repeat_times=1.0, num_envs=1)
     # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict.
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0, soft_update_tau=5e-3)
     criterion = nn.MSELoss()  # regression loss of the critic
     policy_delay = 1  # the actor steps once every policy_delay critic steps (TD3 sets 2)
     act_class, cri_class = Actor, Critic
     if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
+    if_cri_target = True  # on-policy agents keep no targets at all
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -140,7 +173,7 @@ class AgentBase:
         self.act = self.act_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
         self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
         self.act_target = frozen_copy(self.act) if self.if_act_target else None
-        self.cri_target = frozen_copy(self.cri)
+        self.cri_target = frozen_copy(self.cri) if self.if_cri_target else None
         self.act_optimizer = torch.optim.Adam(self.act.parameters(), self.learning_rate)
         self.cri_optimizer = torch.optim.Adam(self.cri.parameters(), self.learning_rate)
 
@@ -367,3 +400,114 @@ class AgentSAC(AgentBase):
 
     def extra_save_names(self) -> tuple[str, ...]:
         return ("log_alpha", "alpha_optimizer")
+
+
+# ---- on-policy agents: PPO and A2C (continuous and discrete) ----
+
+
+class AgentPPO(AgentBase):
+    """PPO (Schulman et al. arXiv:1707.06347): a rollout of num_envs vectorised envs, GAE advantages,
+    then several epochs of minibatch steps on the clipped surrogate with an entropy bonus."""
+
+    if_off_policy = False
+    if_act_target = if_cri_target = False
+    act_class, cri_class = ActorPPO, CriticAdv
+    train_defaults = dict(net_dim=64, batch_size=256, target_step=2048, repeat_times=8, num_envs=8)  # repeat_times: epochs
+    hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
+                          lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
+                          ratio_clip=0.2,  # the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip]
+                          entropy_coef=0.0)  # weight of the entropy bonus; the Gaussian's learned std explores
+    max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
+
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        return self.act.convert_action_for_env(self.act.get_action_log_prob(state)[0])
+
+    @torch.no_grad()
+    def explore_env(self, env, horizon: int) -> tuple[torch.Tensor, ...]:
+        """Step a gymnasium vector env `horizon` times (its autoreset mode must be SAME_STEP, so that the
+        final observation of an ended episode comes back in info["final_obs"]). Returns the RolloutBuffer.extend
+        tensors, each (horizon, num_envs, ...), rewards multiplied by reward_scale."""
+        autoreset_mode = env.metadata.get("autoreset_mode")
+        if getattr(autoreset_mode, "value", autoreset_mode) != "SameStep":
+            raise ValueError(f"{type(self).__name__}.explore_env needs a gymnasium vector env with "
+                             f"autoreset_mode=AutoresetMode.SAME_STEP, got {autoreset_mode}")
+        state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
+        rollout = [[] for _ in range(7)]
+        for _ in range(horizon):
+            state_t = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+            action, log_prob = self.act.get_action_log_prob(state_t)
+            next_state, reward, terminated, truncated, info = env.step(self.act.convert_action_for_env(action).cpu().numpy())
+            final_state = next_state
+            if "_final_obs" in info:  # the episodes that ended: their last observation, not the reset one
+                final_state = next_state.copy()
+                ended = np.flatnonzero(info["_final_obs"])
+                final_state[ended] = np.stack(info["final_obs"][ended])
+            for store, value in zip(rollout, (state_t, action, log_prob, reward, ~terminated,
+                                              ~(terminated | truncated), final_state), strict=True):
+                store.append(torch.as_tensor(value, device=self.device))
+            state = next_state
+        self.last_state = state
+
+        states, actions, log_probs, rewards, not_terminated, not_done, next_states = map(torch.stack, rollout)
+        return (states, actions, log_probs, rewards.float() * self.reward_scale, not_terminated.float(),
+                not_done.float(), next_states.float())
+
+    def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
+        """repeat_times epochs over the rollout in minibatches of batch_size; critic then actor each step."""
+        with torch.no_grad():
+            values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
+            advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
+        states, actions = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)  # (T * N, ...)
+        log_probs, returns, advantages = buffer.log_probs.flatten(), returns.flatten(), advantages.flatten()
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # normalised per rollout
+
+        sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
+        update_times = 0
+        for _ in range(max(1, round(repeat_times))):
+            for idx in torch.randperm(states.shape[0], device=self.device).split(batch_size):
+                obj_critic = self.criterion(self.cri(states[idx]), returns[idx])
+                optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
+                obj_actor = self.get_obj_actor((states[idx], actions[idx], log_probs[idx], advantages[idx]))
+                optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
+                sum_obj_critic, sum_obj_actor = sum_obj_critic + obj_critic.detach(), sum_obj_actor + obj_actor.detach()
+                update_times += 1
+        return {"obj_critic": sum_obj_critic.item() / update_times,
+                "obj_actor": sum_obj_actor.item() / update_times} | self.extra_stats()
+
+    def extra_stats(self) -> dict[str, float]:
+        return {"action_std": self.act.log_std.exp().mean().item()}
+
+    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
+        state, action, old_log_prob, advantage = batch
+        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
+        ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s)
+        surrogate = torch.min(ratio * advantage, ratio.clamp(1 - self.ratio_clip, 1 + self.ratio_clip) * advantage)
+        return -(surrogate + self.entropy_coef * entropy).mean()
+
+
+class AgentDiscretePPO(AgentPPO):
+    """PPO with a categorical policy for Discrete action spaces."""
+
+    if_discrete = True
+    act_class = ActorDiscretePPO
+    hyper_defaults = AgentPPO.hyper_defaults | dict(entropy_coef=0.01)  # a categorical policy has no learned std to explore with
+
+    def extra_stats(self) -> dict[str, float]:
+        return {}
+
+
+class AgentA2C(AgentPPO):
+    """A2C (Mnih et al. arXiv:1602.01783, synchronous): PPO's loop with one pass over a short rollout in a
+    single batch and the plain policy gradient log pi(a|s) * advantage, no ratio and no clipping."""
+
+    train_defaults = AgentPPO.train_defaults | dict(target_step=256, batch_size=256, repeat_times=1)
+
+    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        state, action, _old_log_prob, advantage = batch
+        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
+        return -(log_prob * advantage + self.entropy_coef * entropy).mean()
+
+
+class AgentDiscreteA2C(AgentA2C, AgentDiscretePPO):
+    """A2C with a categorical policy: AgentA2C's objective and defaults, AgentDiscretePPO's actor."""

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from envs import CounterEnv
 from AgentZoo import (AgentD3QN, AgentDDPG, AgentDoubleDQN, AgentDQN, AgentSAC, AgentTD3, ReplayBuffer,
                       optimizer_step, soft_update)
 
@@ -114,25 +115,6 @@ def test_sac_td_target_subtracts_entropy_term():
     torch.manual_seed(3)
     obj = agent.get_obj_critic((state, torch.zeros(3, ACTION_DIM), reward, not_terminated, next_state))
     assert torch.allclose(obj, expected)
-
-
-class CounterEnv(gym.Env):
-    """Observation = steps taken in this episode; terminates when it reaches `terminate_at`."""
-
-    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, terminate_at):
-        self.terminate_at, self.t = terminate_at, 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.t = 0
-        return np.array([self.t], np.float32), {}
-
-    def step(self, action):
-        self.t += 1
-        return np.array([self.t], np.float32), 1.0, self.t == self.terminate_at, False, {}
 
 
 @pytest.mark.parametrize("terminate_at, time_limit, not_terminated", [
