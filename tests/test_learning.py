@@ -23,6 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("AgentD3QN", "CartPole-v1", 475, 40_000),
     ("AgentDDPG", "Pendulum-v1", -250, 12_000),
     ("AgentTD3", "Pendulum-v1", -250, 12_000),
+    ("AgentDiscretePPO", "CartPole-v1", 475, 60_000),
+    ("AgentPPO", "Pendulum-v1", -250, 150_000),
 ])
 def test_agent_reaches_target(agent, env, target_return, break_step, tmp_path):
     args = Arguments(agent=agent, env=env, seed=0, cwd=str(tmp_path / "run"), break_step=break_step,

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from AgentNet import ActorDiscretePPO, ActorPPO, CriticAdv
-from AgentRun import Arguments, train_and_evaluate
 from AgentZoo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO, RolloutBuffer
 from envs import CounterEnv
 
@@ -132,14 +131,3 @@ def test_update_net_on_a_rollout():
     assert set(stats) == {"obj_critic", "obj_actor", "action_std"}
     assert agent.act_optimizer.state_dict()["state"][0]["step"] == 8  # 2 epochs x 4 minibatches
     assert any(not torch.equal(p, q) for p, q in zip(agent.act.parameters(), before))
-
-
-@pytest.mark.parametrize("agent, env, target_return, break_step", [
-    ("AgentDiscretePPO", "CartPole-v1", 475, 60_000),
-    ("AgentPPO", "Pendulum-v1", -250, 150_000),
-])
-def test_ppo_reaches_target(agent, env, target_return, break_step, tmp_path):
-    args = Arguments(agent=agent, env=env, seed=0, cwd=str(tmp_path / "run"), break_step=break_step,
-                     target_return=target_return, eval_gap=0)
-    result = train_and_evaluate(args)
-    assert result["if_solved"], result
