@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 import torch
+from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
 from AgentZoo import AgentBase, ReplayBuffer, RolloutBuffer
@@ -242,17 +243,19 @@ def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
 
 class Evaluator:
     """Runs the deterministic policy, prints one fixed-width row per evaluation, appends the row to
-    recorder.csv and saves actor.pt whenever the evaluation mean improves."""
+    recorder.csv, saves actor.pt whenever the evaluation mean improves, and redraws the learning curve."""
 
-    def __init__(self, cwd: str, eval_env: gym.Env, eval_times: int, target_return: float):
-        self.cwd, self.eval_env, self.eval_times, self.target_return = cwd, eval_env, eval_times, target_return
+    def __init__(self, cwd: str, eval_env: gym.Env, eval_times: int, title: str):
+        self.cwd, self.eval_env, self.eval_times, self.title = cwd, eval_env, eval_times, title
         self.start_time = time.time()
         self.best_return = -math.inf
-        self.csv_header = None
+        self.history = []  # one dict per evaluation: the recorder.csv row and the mean episode length
+        self.plot_path = None
 
-    def evaluate_and_save(self, agent: AgentBase, step: int, explore_return: float, stats: dict[str, float]) -> float:
-        """One evaluation row; returns the evaluation mean."""
-        returns = [self.run_episode(agent) for _ in range(self.eval_times)]
+    def evaluate_and_save(self, agent: AgentBase, step: int, episodes: int, explore_return: float,
+                          stats: dict[str, float]) -> float:
+        """One evaluation row after `episodes` exploration episodes; returns the evaluation mean."""
+        returns, lengths = zip(*(run_episode(self.eval_env, agent) for _ in range(self.eval_times)))
         avg_return, std_return = float(np.mean(returns)), float(np.std(returns))
         if avg_return > self.best_return:
             self.best_return = avg_return
@@ -260,24 +263,67 @@ class Evaluator:
 
         row = {"step": step, "seconds": time.time() - self.start_time, "avg_return": avg_return,
                "std_return": std_return, "explore_return": explore_return} | stats
-        if self.csv_header is None:
-            self.csv_header = list(row)
+        if not self.history:
             with open(os.path.join(self.cwd, "recorder.csv"), "w", newline="") as f:
-                csv.writer(f).writerow(self.csv_header)
-            print(" ".join(f"{name:>12}" for name in self.csv_header))
+                csv.writer(f).writerow(row)
+            print(" ".join(f"{name:>12}" for name in row))
         with open(os.path.join(self.cwd, "recorder.csv"), "a", newline="") as f:
-            csv.writer(f).writerow([row[name] for name in self.csv_header])
-        print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{row[name]:>12.4g}" for name in self.csv_header[2:]))
+            csv.writer(f).writerow(row.values())
+        print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:]))
+        self.history.append(row | {"avg_length": float(np.mean(lengths))})
+        self.plot(episodes)
         return avg_return
 
-    def run_episode(self, agent: AgentBase) -> float:
-        state, _ = self.eval_env.reset()
-        episode_return, done = 0.0, False
-        while not done:
-            state, reward, terminated, truncated, _ = self.eval_env.step(agent.select_action(state, deterministic=True))
-            episode_return += float(reward)
-            done = terminated or truncated
-        return episode_return
+    def plot(self, episodes: int):
+        """The learning curve as plot_<Episode>E_<Step>T_<Sec>s.png, replacing the previous one: exploration
+        return (blue), evaluation mean and std (red), episode length (grey area); objectives (green) below."""
+        history = self.history
+        steps = np.array([row["step"] for row in history])
+        column = lambda name: np.array([row.get(name, math.nan) for row in history], dtype=float)
+        avg_return, std_return = column("avg_return"), column("std_return")
+
+        fig = Figure(figsize=(8, 6))
+        ax_return, ax_objective = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+        ax_length = ax_return.twinx()
+        ax_length.fill_between(steps, 0, column("avg_length"), color="grey", alpha=0.2)
+        ax_length.set_ylabel("evaluation episode length", color="grey")
+        ax_return.set_zorder(ax_length.get_zorder() + 1)  # returns drawn over the grey area
+        ax_return.patch.set_visible(False)
+        ax_return.plot(steps, column("explore_return"), color="royalblue", label="exploration return")
+        ax_return.plot(steps, avg_return, color="red", label="evaluation mean")
+        ax_return.fill_between(steps, avg_return - std_return, avg_return + std_return, color="red", alpha=0.2)
+        ax_return.set_ylabel("episode return")
+        ax_return.legend(loc="upper left")
+        ax_return.grid(alpha=0.3)
+        ax_objective.plot(steps, column("obj_critic"), color="green", label="obj_critic")
+        ax_objective.set_ylabel("obj_critic", color="green")
+        if "obj_actor" in history[-1]:
+            ax_actor = ax_objective.twinx()
+            ax_actor.plot(steps, column("obj_actor"), color="darkgreen", linestyle="--", label="obj_actor")
+            ax_actor.set_ylabel("obj_actor (dashed)", color="darkgreen")
+        ax_objective.set_xlabel("environment steps")
+        seconds = history[-1]["seconds"]
+        fig.suptitle(f"{self.title}: {episodes} episodes, {steps[-1]} steps, {int(seconds)} s")
+
+        path = os.path.join(self.cwd, f"plot_{episodes}E_{steps[-1]}T_{int(seconds)}s.png")
+        fig.savefig(path, dpi=80)
+        if self.plot_path not in (None, path):
+            os.remove(self.plot_path)  # one plot in cwd, the newest
+        self.plot_path = path
+
+
+def run_episode(env: gym.Env, agent: AgentBase, frames: list | None = None) -> tuple[float, int]:
+    """One episode of the deterministic policy: (return, length); appends env.render() frames if given."""
+    state, _ = env.reset()
+    episode_return, length, done = 0.0, 0, False
+    while not done:
+        if frames is not None:
+            frames.append(env.render())
+        state, reward, terminated, truncated, _ = env.step(agent.select_action(state, deterministic=True))
+        episode_return += float(reward)
+        length += 1
+        done = terminated or truncated
+    return episode_return, length
 
 
 # ---- training loop ----
@@ -302,7 +348,7 @@ def train_and_evaluate(args: Arguments) -> dict:
     else:
         buffer = RolloutBuffer(agent.device)
     horizon = max(1, args.target_step // args.num_envs)  # steps of each env per round
-    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, args.target_return)
+    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}")
     agent.last_state = env.reset(seed=args.seed)[0]
     eval_env.reset(seed=args.seed + 1)
     print(f"{agent_class.__name__} on {env_info.env_name} | device {agent.device} | cwd {args.cwd} | "
@@ -323,7 +369,7 @@ def train_and_evaluate(args: Arguments) -> dict:
             new_returns = list(env.return_queue)[-(env.episode_count - episodes_seen):] if env.episode_count > episodes_seen else []
             episodes_seen = env.episode_count
             explore_return = float(np.mean(new_returns)) if new_returns else math.nan
-            avg_return = evaluator.evaluate_and_save(agent, step, explore_return, stats)
+            avg_return = evaluator.evaluate_and_save(agent, step, episodes_seen, explore_return, stats)
             if avg_return >= args.target_return:
                 stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
             elif step >= args.break_step:
@@ -336,6 +382,54 @@ def train_and_evaluate(args: Arguments) -> dict:
           f"{evaluator.best_return:.1f}; outputs in {args.cwd}")
     return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
             "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
+
+
+# ---- replay ----
+
+
+def replay(cwd: str, episodes: int | None = None) -> dict:
+    """Load config.json and actor.pt (weights_only) from a finished or running cwd, run `episodes` evaluation
+    episodes (the run's eval_times by default), print mean and std of return and length, and write
+    replay.gif of the first episode into cwd."""
+    config_path, actor_path = os.path.join(cwd, "config.json"), os.path.join(cwd, "actor.pt")
+    for path, what in ((config_path, "the run's settings"), (actor_path, "the saved actor")):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"replay needs {path} ({what}); is {cwd!r} the cwd of a run that has evaluated at least once?")
+    with open(config_path) as f:
+        config = json.load(f)
+    agent_class = Arguments(agent=config["agent"]).get_agent_class()
+    try:
+        env, env_info = prepare_env(gym.make(config["env"], render_mode="rgb_array"))
+    except gym.error.Error as error:
+        raise ValueError(f"replay makes the env from config.json's id {config['env']!r}, which gymnasium does not know "
+                         f"({error}); replay works for runs of registered environments") from None
+    agent = agent_class(config["net_dim"], env_info.state_dim, env_info.action_dim)
+    agent.act.load_state_dict(torch.load(actor_path, map_location=agent.device, weights_only=True))
+    env.reset(seed=config["seed"])
+
+    frames = []
+    results = [run_episode(env, agent, frames if i == 0 else None) for i in range(episodes or config["eval_times"])]
+    returns, lengths = np.array(results).T
+    gif_path = os.path.join(cwd, "replay.gif")
+    write_gif(frames, gif_path, title=f"{config['agent']} on {config['env']}: return {returns[0]:.1f}")
+    print(f"{config['agent']} on {config['env']}, {len(results)} episodes: return {returns.mean():.1f} +- {returns.std():.1f}, "
+          f"length {lengths.mean():.0f} +- {lengths.std():.0f}; first episode in {gif_path}")
+    return {"avg_return": float(returns.mean()), "std_return": float(returns.std()),
+            "avg_length": float(lengths.mean()), "gif": gif_path, "frames": len(frames)}
+
+
+def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int = 250, fps: int = 30):
+    """An animated GIF through matplotlib's Pillow writer, every k-th frame so that at most max_frames remain."""
+    from matplotlib.animation import FuncAnimation, PillowWriter
+
+    frames = frames[::-(-len(frames) // max_frames)]  # ceil division: the stride that fits
+    height, width = frames[0].shape[:2]
+    fig = Figure(figsize=(width / 100, height / 100 + 0.3), dpi=50)  # half the env's resolution keeps GIFs small
+    ax = fig.add_axes((0, 0, 1, height / (height + 30)))
+    ax.set_axis_off()
+    fig.suptitle(title, fontsize=10)
+    image = ax.imshow(frames[0])
+    FuncAnimation(fig, lambda frame: (image.set_data(frame),), frames=frames).save(path, writer=PillowWriter(fps=fps))
 
 
 # ---- demos ----
@@ -355,6 +449,11 @@ def run__on_policy_demo(**overrides):
 
 if __name__ == "__main__":
     try:
-        run__demo(**parse_overrides(sys.argv[1:]))
-    except (ValueError, TypeError, FileExistsError) as error:
+        if any(item.startswith("replay=") for item in sys.argv[1:]):
+            if len(sys.argv) != 2:
+                raise ValueError("replay=<cwd> takes no other key=value")
+            replay(sys.argv[1].partition("=")[2])
+        else:
+            run__demo(**parse_overrides(sys.argv[1:]))
+    except (ValueError, TypeError, FileExistsError, FileNotFoundError) as error:
         sys.exit(f"AgentRun.py: {error}")

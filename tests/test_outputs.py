@@ -1,0 +1,73 @@
+"""What users look at: the files a run leaves in cwd, and replay of a cwd."""
+import csv
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import matplotlib.image
+import pytest
+from PIL import Image
+
+from AgentRun import Arguments, replay, train_and_evaluate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("short") / "run"
+    args = Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(cwd), break_step=6144, eval_gap=0,
+                     eval_times=2, target_return=1e9)
+    result = train_and_evaluate(args)
+    return cwd, result
+
+
+def test_short_run_writes_config_recorder_actor_and_one_plot(short_run):
+    cwd, result = short_run
+    assert result["stop_reason"] == "reached break_step 6144"
+    config = json.loads((cwd / "config.json").read_text())
+    assert config["agent"] == "AgentDiscretePPO" and config["num_envs"] == 8 and config["eval_times"] == 2
+    with open(cwd / "recorder.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["step", "seconds", "avg_return", "std_return", "explore_return", "obj_critic", "obj_actor"]
+    assert [int(row[0]) for row in rows[1:]] == [2048, 4096, 6144]  # one row per evaluation
+    assert (cwd / "actor.pt").is_file()
+
+    plots = glob.glob(str(cwd / "*.png"))
+    assert len(plots) == 1  # redrawn at each evaluation, the newest replacing the previous
+    match = re.fullmatch(r"plot_(\d+)E_(\d+)T_(\d+)s\.png", os.path.basename(plots[0]))
+    assert match and int(match[2]) == 6144 and int(match[1]) > 0
+    image = matplotlib.image.imread(plots[0])
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_replay_writes_a_gif_and_reports_returns(short_run):
+    cwd, _ = short_run
+    result = replay(str(cwd), episodes=2)
+    assert result["frames"] > 1 and 0 < result["avg_length"] <= 500
+    with Image.open(result["gif"]) as gif:
+        assert gif.n_frames > 1
+
+
+def test_replay_from_the_command_line(short_run):
+    cwd, _ = short_run
+    out = subprocess.run([sys.executable, "AgentRun.py", f"replay={cwd}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"2 episodes: return [-\d.]+ \+- [\d.]+, length \d+ \+- \d+", out.stdout)  # eval_times of the run
+
+
+def test_replay_without_actor_names_the_file(short_run, tmp_path):
+    cwd, _ = short_run
+    (tmp_path / "config.json").write_text((cwd / "config.json").read_text())
+    with pytest.raises(FileNotFoundError, match=re.escape(str(tmp_path / "actor.pt"))):
+        replay(str(tmp_path))
+    out = subprocess.run([sys.executable, "AgentRun.py", f"replay={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "actor.pt" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_replay_of_an_empty_directory(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        replay(str(tmp_path))
