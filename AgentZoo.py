@@ -136,9 +136,10 @@ class RolloutBuffer:
 
 
 class AgentBase:
-    """Off-policy actor-critic skeleton (the DDPG shape). Subclasses name their network classes and
-    override what differs: explore_action (how to explore), get_next_q (the bootstrap value) or
-    get_obj_actor."""
+    """The interface every agent shares, and the off-policy actor-critic update (the DDPG shape).
+    Off-policy subclasses name their network classes and override what differs: explore_action (how to
+    explore), get_next_q (the bootstrap value) or get_obj_actor. On-policy agents (AgentPPO) also
+    replace explore_env and update_net: they learn from a vectorised rollout, not a replay buffer."""
 
     if_off_policy = True
     if_discrete = False
