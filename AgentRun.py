@@ -19,7 +19,7 @@ import torch
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
-from AgentZoo import AgentBase, ReplayBuffer, RolloutBuffer
+from AgentZoo import AgentBase, ReplayBuffer, RolloutBuffer, load_weights
 
 # ---- arguments ----
 
@@ -51,6 +51,8 @@ class Arguments:
     target_return: float | None = None  # stop once the evaluation mean reaches this; None -> the env's
     eval_gap: float = 5.0  # seconds between evaluations, >= 0 (0: after every update)
     eval_times: int = 8  # episodes per evaluation, deterministic policy, > 0
+    save_gap: float = 60.0  # seconds between checkpoints into cwd/checkpoint (also written at every stop), > 0
+    if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
     if_remove: bool = False  # True deletes an earlier run's files in cwd; False refuses to mix with them
 
     def get_agent_class(self) -> type:
@@ -85,10 +87,15 @@ class Arguments:
             raise ValueError(f"num_envs={self.num_envs} is not accepted: off-policy agents such as "
                              f"{agent_class.__name__} explore one environment in the serial loop (num_envs=1)")
 
-        if os.path.exists(os.path.join(self.cwd, "recorder.csv")) or os.path.exists(os.path.join(self.cwd, "config.json")):
-            if not self.if_remove:
-                raise FileExistsError(f"cwd {self.cwd!r} holds an earlier run's files; choose another cwd, "
-                                      f"or pass if_remove=True to delete them")
+        if_earlier_run = any(os.path.exists(os.path.join(self.cwd, name)) for name in ("recorder.csv", "config.json", "checkpoint"))
+        if self.if_resume:
+            if not if_earlier_run:
+                raise FileNotFoundError(f"if_resume=True, but cwd {self.cwd!r} holds no run to resume")
+        elif if_earlier_run and not self.if_remove:
+            raise FileExistsError(f"cwd {self.cwd!r} holds an earlier run's files; resume it with "
+                                  f"`python AgentRun.py resume={self.cwd}` (if_resume=True), delete them with "
+                                  f"if_remove=True, or choose another cwd")
+        elif if_earlier_run:
             shutil.rmtree(self.cwd)
         os.makedirs(self.cwd, exist_ok=True)
         with open(os.path.join(self.cwd, "config.json"), "w") as f:
@@ -104,6 +111,7 @@ class Arguments:
             "num_envs": (lambda v: v > 0, "> 0"),
             "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
             "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
+            "save_gap": (lambda v: v > 0, "> 0"),
         }
         for name, (test, accepted) in rules.items():
             value = getattr(self, name)
@@ -251,6 +259,16 @@ class Evaluator:
         self.best_return = -math.inf
         self.history = []  # one dict per evaluation: the recorder.csv row and the mean episode length
         self.plot_path = None
+        self.if_legend_printed = False
+
+    def state_dict(self) -> dict:
+        return {"seconds": time.time() - self.start_time, "best_return": self.best_return,
+                "history": self.history, "plot_path": self.plot_path}
+
+    def load_state_dict(self, state: dict):
+        """Carry on a resumed run: its clock, best return, rows for the plot; recorder.csv is appended to."""
+        self.start_time = time.time() - state["seconds"]
+        self.best_return, self.history, self.plot_path = state["best_return"], state["history"], state["plot_path"]
 
     def evaluate_and_save(self, agent: AgentBase, step: int, episodes: int, explore_return: float,
                           stats: dict[str, float]) -> float:
@@ -266,7 +284,9 @@ class Evaluator:
         if not self.history:
             with open(os.path.join(self.cwd, "recorder.csv"), "w", newline="") as f:
                 csv.writer(f).writerow(row)
+        if not self.if_legend_printed:  # once per process, a resumed one too
             print(" ".join(f"{name:>12}" for name in row))
+            self.if_legend_printed = True
         with open(os.path.join(self.cwd, "recorder.csv"), "a", newline="") as f:
             csv.writer(f).writerow(row.values())
         print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:]))
@@ -330,8 +350,9 @@ def run_episode(env: gym.Env, agent: AgentBase, frames: list | None = None) -> t
 
 
 def train_and_evaluate(args: Arguments) -> dict:
-    """The serial loop: explore target_step steps, update, evaluate every eval_gap seconds, until
-    target_return, break_step or max_time. Returns a summary of how it stopped."""
+    """The serial loop: explore target_step steps, update, evaluate every eval_gap seconds, checkpoint every
+    save_gap seconds, until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C.
+    Returns a summary of how it stopped."""
     agent_class = args.get_agent_class()
     env_info = prepare_env(args.env)[1]
     args.init_before_training(agent_class, env_info)
@@ -349,39 +370,109 @@ def train_and_evaluate(args: Arguments) -> dict:
         buffer = RolloutBuffer(agent.device)
     horizon = max(1, args.target_step // args.num_envs)  # steps of each env per round
     evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}")
-    agent.last_state = env.reset(seed=args.seed)[0]
-    eval_env.reset(seed=args.seed + 1)
+    step, episodes_before = 0, 0  # episodes_before: exploration episodes of the run before this process
+    if args.if_resume:
+        run_state = load_checkpoint(args.cwd, agent, buffer)
+        step, episodes_before = run_state["step"], run_state["episodes"]
+        evaluator.load_state_dict(run_state["evaluator"])
+        torch.set_rng_state(run_state["torch_rng"])
+    # a resumed run starts new episodes: an environment's inner state cannot be saved in general
+    agent.last_state = env.reset(seed=args.seed + step)[0]
+    eval_env.reset(seed=args.seed + step + 1)
     print(f"{agent_class.__name__} on {env_info.env_name} | device {agent.device} | cwd {args.cwd} | "
-          f"target_return {args.target_return}")
+          f"target_return {args.target_return}" + (f" | resumed at step {step}" if args.if_resume else ""))
 
-    step, episodes_seen, last_eval_time = 0, 0, -math.inf
-    stop_reason, avg_return = None, -math.inf
-    while stop_reason is None:
-        buffer.extend(*agent.explore_env(env, horizon))
-        step += horizon * args.num_envs
-        if agent_class.if_off_policy and buffer.cur_len < args.batch_size:
-            continue
-        stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
+    def save():
+        save_checkpoint(args.cwd, agent, buffer, {"step": step, "episodes": episodes_before + env.episode_count,
+                                                  "evaluator": evaluator.state_dict(), "torch_rng": torch.get_rng_state()})
 
-        if_last_round = step >= args.break_step or time.time() - evaluator.start_time >= args.max_time
-        if time.time() - last_eval_time >= args.eval_gap or if_last_round:
-            last_eval_time = time.time()
-            new_returns = list(env.return_queue)[-(env.episode_count - episodes_seen):] if env.episode_count > episodes_seen else []
-            episodes_seen = env.episode_count
-            explore_return = float(np.mean(new_returns)) if new_returns else math.nan
-            avg_return = evaluator.evaluate_and_save(agent, step, episodes_seen, explore_return, stats)
-            if avg_return >= args.target_return:
-                stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
-            elif step >= args.break_step:
-                stop_reason = f"reached break_step {args.break_step}"
-            elif time.time() - evaluator.start_time >= args.max_time:
-                stop_reason = f"reached max_time {args.max_time} s"
+    episodes_seen, last_eval_time, last_save_time, stop_reason = 0, -math.inf, time.time(), None
+    try:
+        while stop_reason is None:
+            trajectory = agent.explore_env(env, horizon)
+            check_finite(trajectory, step, args.num_envs, save)
+            buffer.extend(*trajectory)
+            step += horizon * args.num_envs
+            if agent_class.if_off_policy and buffer.cur_len < args.batch_size:
+                continue
+            stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
+
+            if_last_round = step >= args.break_step or time.time() - evaluator.start_time >= args.max_time
+            if time.time() - last_eval_time >= args.eval_gap or if_last_round:
+                last_eval_time = time.time()
+                new_episodes = env.episode_count - episodes_seen
+                explore_return = float(np.mean(list(env.return_queue)[-new_episodes:])) if new_episodes else math.nan
+                episodes_seen = env.episode_count
+                avg_return = evaluator.evaluate_and_save(agent, step, episodes_before + episodes_seen, explore_return, stats)
+                if avg_return >= args.target_return:
+                    stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
+                elif step >= args.break_step:
+                    stop_reason = f"reached break_step {args.break_step}"
+                elif time.time() - evaluator.start_time >= args.max_time:
+                    stop_reason = f"reached max_time {args.max_time} s"
+            if os.path.exists(os.path.join(args.cwd, "stop")):
+                os.remove(os.path.join(args.cwd, "stop"))  # honoured once: a resume must not stop at once
+                stop_reason = "found the file `stop` in cwd"
+            if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
+                save()
+                last_save_time = time.time()
+    except KeyboardInterrupt:
+        save()  # the rollout or round in flight is lost; everything before it is in the checkpoint
+        stop_reason = "Ctrl-C"
 
     seconds = time.time() - evaluator.start_time
     print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
-          f"{evaluator.best_return:.1f}; outputs in {args.cwd}")
+          f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
     return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
             "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
+
+
+def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save):
+    """Stop, with the run saved as it was before this trajectory, at the first step whose observation or
+    reward is NaN or infinite: learning from it would poison every network."""
+    states, rewards, next_states = trajectory[0], trajectory[-4], trajectory[-1]  # the same places in both families
+    bad = ~(torch.isfinite(states.flatten(start_dim=states.dim() - 1)).all(-1) & torch.isfinite(rewards)
+            & torch.isfinite(next_states.flatten(start_dim=next_states.dim() - 1)).all(-1))
+    if bad.any():
+        first = int(torch.nonzero(bad.flatten())[0])  # index in (horizon,) or (horizon * num_envs,) order
+        save()
+        raise ValueError(f"the environment returned a NaN or infinite observation or reward at step "
+                         f"{step + first + 1} (env {first % num_envs}); the run is saved as it was before that "
+                         f"round, the bad transitions are not in the buffer")
+
+
+# ---- checkpoints ----
+
+
+def save_checkpoint(cwd: str, agent: AgentBase, buffer, run_state: dict):
+    """cwd/checkpoint/: the agent's networks, targets and optimizers, the replay buffer, and run_state (counters,
+    recorder history, RNG state). Written aside and renamed, so a kill at any moment leaves one complete
+    checkpoint: `checkpoint`, or `checkpoint.old` during the instant between the two renames."""
+    final, aside, old = (os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
+    shutil.rmtree(aside, ignore_errors=True)
+    os.makedirs(aside)
+    agent.save_or_load_agent(aside, if_save=True)
+    if isinstance(buffer, ReplayBuffer):  # an on-policy rollout is discarded after each update anyway
+        torch.save(buffer.state_dict(), os.path.join(aside, "buffer.pt"))
+    torch.save(run_state, os.path.join(aside, "run_state.pt"))
+    if os.path.isdir(final):
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(final, old)
+    os.rename(aside, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
+    """Restore the agent and the buffer from cwd's checkpoint (weights_only loads) and return run_state."""
+    path = next((os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.old")
+                 if os.path.isdir(os.path.join(cwd, name))), None)
+    if path is None:
+        raise FileNotFoundError(f"no checkpoint in {cwd!r} to resume from (cwd/checkpoint is written every save_gap "
+                                f"seconds and at every stop)")
+    agent.save_or_load_agent(path, if_save=False)
+    if isinstance(buffer, ReplayBuffer):
+        buffer.load_state_dict(load_weights(os.path.join(path, "buffer.pt"), buffer.device))
+    return load_weights(os.path.join(path, "run_state.pt"), "cpu")
 
 
 # ---- replay ----
@@ -404,7 +495,7 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
         raise ValueError(f"replay makes the env from config.json's id {config['env']!r}, which gymnasium does not know "
                          f"({error}); replay works for runs of registered environments") from None
     agent = agent_class(config["net_dim"], env_info.state_dim, env_info.action_dim)
-    agent.act.load_state_dict(torch.load(actor_path, map_location=agent.device, weights_only=True))
+    agent.act.load_state_dict(load_weights(actor_path, agent.device))
     env.reset(seed=config["seed"])
 
     frames = []
@@ -432,6 +523,16 @@ def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int =
     FuncAnimation(fig, lambda frame: (image.set_data(frame),), frames=frames).save(path, writer=PillowWriter(fps=fps))
 
 
+def resume(cwd: str, **overrides) -> dict:
+    """Continue the run in cwd from its checkpoint with its config.json, overrides (e.g. max_time) on top."""
+    config_path = os.path.join(cwd, "config.json")
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"resume needs {config_path}, the settings of the run to continue")
+    with open(config_path) as f:
+        config = json.load(f)
+    return train_and_evaluate(Arguments(**(config | overrides | {"cwd": cwd, "if_resume": True, "if_remove": False})))
+
+
 # ---- demos ----
 
 
@@ -453,7 +554,11 @@ if __name__ == "__main__":
             if len(sys.argv) != 2:
                 raise ValueError("replay=<cwd> takes no other key=value")
             replay(sys.argv[1].partition("=")[2])
+        elif any(item.startswith("resume=") for item in sys.argv[1:]):
+            resume_cwd = next(item for item in sys.argv[1:] if item.startswith("resume=")).partition("=")[2]
+            overrides = parse_overrides([item for item in sys.argv[1:] if not item.startswith("resume=")])
+            resume(resume_cwd, **overrides)
         else:
             run__demo(**parse_overrides(sys.argv[1:]))
-    except (ValueError, TypeError, FileExistsError, FileNotFoundError) as error:
+    except (ValueError, TypeError, OSError) as error:
         sys.exit(f"AgentRun.py: {error}")

@@ -11,6 +11,7 @@ Continuous actions are in [-1, 1]; the environment rescales them (gymnasium.wrap
 Discrete agents return integer actions.
 """
 import os
+import pickle
 from copy import deepcopy
 
 import numpy as np
@@ -38,6 +39,15 @@ def optimizer_step(optimizer: torch.optim.Optimizer, objective: torch.Tensor, cl
         params = [p for group in optimizer.param_groups for p in group["params"]]
         nn.utils.clip_grad_norm_(params, clip_grad_norm)
     optimizer.step()
+
+
+def load_weights(path: str, device) -> dict | torch.Tensor:
+    """torch.load with weights_only=True: tensors and plain containers only, never pickled code. Any failure
+    (missing, truncated, corrupted, or carrying code) is reported with the file's path."""
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
+        raise ValueError(f"{path} cannot be loaded: {type(error).__name__}: {error}") from None
 
 
 def frozen_copy(net: nn.Module) -> nn.Module:
@@ -275,9 +285,9 @@ class AgentBase:
                 torch.save(obj.state_dict() if hasattr(obj, "state_dict") else obj.detach().cpu(), path)
             elif isinstance(obj, torch.Tensor):
                 with torch.no_grad():
-                    obj.copy_(torch.load(path, map_location=self.device, weights_only=True))
+                    obj.copy_(load_weights(path, self.device))
             else:
-                obj.load_state_dict(torch.load(path, map_location=self.device, weights_only=True))
+                obj.load_state_dict(load_weights(path, self.device))
 
     def extra_save_names(self) -> tuple[str, ...]:
         return ()

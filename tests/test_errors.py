@@ -104,7 +104,7 @@ def test_cwd_with_an_earlier_run_is_not_mixed(tmp_path):
     cwd = tmp_path / "run"
     cwd.mkdir()
     (cwd / "recorder.csv").write_text("step\n")
-    with pytest.raises(FileExistsError, match="holds an earlier run's files; choose another cwd, or pass if_remove=True"):
+    with pytest.raises(FileExistsError, match=r"holds an earlier run's files; resume it with .*resume=.*if_remove=True"):
         train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(cwd)))
     assert (cwd / "recorder.csv").read_text() == "step\n"
 

@@ -1,0 +1,190 @@
+"""Checkpoints and resume (serial loop): a kill loses at most the work since the last checkpoint."""
+import csv
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import AgentRun
+from AgentRun import Arguments, load_checkpoint, save_checkpoint, train_and_evaluate
+from AgentZoo import AgentSAC, ReplayBuffer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start_run(cwd, *extra):
+    return subprocess.Popen([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
+                             "eval_gap=0", "break_step=12000", *extra],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path, timeout=120):
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def read_rows(cwd):
+    with open(os.path.join(cwd, "recorder.csv")) as f:
+        return list(csv.reader(f))
+
+
+def fresh_sac_and_buffer():
+    agent = AgentSAC(128, 3, 1, device="cpu")
+    return agent, ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
+
+
+def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
+    cwd = str(tmp_path / "run")
+    proc = start_run(cwd, "save_gap=0.5")
+    wait_for(os.path.join(cwd, "checkpoint", "run_state.pt"))
+    time.sleep(random.uniform(0.0, 3.0))  # a random moment after the first checkpoint
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    rows_before = read_rows(cwd)
+
+    agent, buffer = fresh_sac_and_buffer()
+    run_state = load_checkpoint(cwd, agent, buffer)
+    saved_step = run_state["step"]
+    assert saved_step > 0 and buffer.cur_len == saved_step  # every explored transition is in the saved buffer
+    assert torch.isfinite(buffer.states[:buffer.cur_len]).all()
+
+    out = subprocess.run([sys.executable, "AgentRun.py", f"resume={cwd}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"resumed at step {saved_step}" in out.stdout
+    assert "Stop: reached target_return -200.0" in out.stdout
+    rows_after = read_rows(cwd)
+    assert rows_after[:len(rows_before)] == rows_before  # nothing recorded is lost
+    assert int(rows_after[len(rows_before)][0]) == saved_step + 256  # the step counter carries on from the checkpoint
+
+
+def test_sigkill_while_checkpoints_are_written_leaves_one_that_loads(tmp_path):
+    cwd = str(tmp_path / "run")
+    for kill in range(3):  # a checkpoint after every round: a kill often lands inside a write
+        proc = start_run(cwd, "save_gap=1e-6") if kill == 0 else subprocess.Popen(
+            [sys.executable, "AgentRun.py", f"resume={cwd}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(os.path.join(cwd, "checkpoint"))
+        time.sleep(random.uniform(0.5, 2.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        agent, buffer = fresh_sac_and_buffer()
+        run_state = load_checkpoint(cwd, agent, buffer)
+        assert buffer.cur_len == run_state["step"]
+
+
+def test_death_in_the_middle_of_a_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    agent, buffer = fresh_sac_and_buffer()
+    buffer.extend(torch.randn(10, 3), torch.rand(10, 1), torch.randn(10), torch.ones(10), torch.randn(10, 3))
+    save_checkpoint(str(tmp_path), agent, buffer, {"step": 1})
+
+    real_save, calls = torch.save, []
+
+    def dying_save(obj, path):  # the process dies after two files of the next checkpoint
+        calls.append(path)
+        if len(calls) == 3:
+            raise SystemExit("killed")
+        real_save(obj, path)
+
+    monkeypatch.setattr(torch, "save", dying_save)
+    with pytest.raises(SystemExit):
+        save_checkpoint(str(tmp_path), agent, buffer, {"step": 2})
+    monkeypatch.undo()
+    assert load_checkpoint(str(tmp_path), *fresh_sac_and_buffer())["step"] == 1
+
+    real_rename = os.rename
+
+    def dying_rename(src, dst):  # dies between moving the old checkpoint aside and renaming the new one
+        real_rename(src, dst)
+        if dst.endswith("checkpoint.old"):
+            raise SystemExit("killed")
+
+    monkeypatch.setattr(os, "rename", dying_rename)
+    with pytest.raises(SystemExit):
+        save_checkpoint(str(tmp_path), agent, buffer, {"step": 3})
+    monkeypatch.undo()
+    assert not os.path.exists(tmp_path / "checkpoint")
+    assert load_checkpoint(str(tmp_path), *fresh_sac_and_buffer())["step"] == 1  # from checkpoint.old
+    save_checkpoint(str(tmp_path), agent, buffer, {"step": 4})  # the next write tidies up
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint"]
+    assert load_checkpoint(str(tmp_path), *fresh_sac_and_buffer())["step"] == 4
+
+
+def test_truncated_checkpoint_names_the_file(tmp_path):
+    agent, buffer = fresh_sac_and_buffer()
+    save_checkpoint(str(tmp_path), agent, buffer, {"step": 1})
+    path = tmp_path / "checkpoint" / "run_state.pt"
+    path.write_bytes(path.read_bytes()[:20])
+    with pytest.raises(ValueError, match=rf"{path} cannot be loaded"):
+        load_checkpoint(str(tmp_path), *fresh_sac_and_buffer())
+
+
+def test_resume_without_checkpoint(tmp_path):
+    with pytest.raises(FileNotFoundError, match="holds no run to resume"):
+        train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "none"), if_resume=True))
+    out = subprocess.run([sys.executable, "AgentRun.py", f"resume={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "config.json" in out.stderr and "Traceback" not in out.stderr
+
+
+class NaNAtStep(gym.Env):
+    """Observation = [t]; at step `bad_step` the observation is NaN."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, bad_step=50):
+        self.bad_step, self.t, self.total = bad_step, 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t, self.total = self.t + 1, self.total + 1
+        obs = np.full(1, np.nan if self.total == self.bad_step else self.t, np.float32)
+        return obs, 1.0, False, self.t >= 20, {}
+
+
+def test_non_finite_observation_stops_with_the_step_and_the_run_saved(tmp_path):
+    cwd = tmp_path / "run"
+    args = Arguments(agent="AgentDQN", env=NaNAtStep(), cwd=str(cwd), target_return=1e9)
+    with pytest.raises(ValueError, match=r"NaN or infinite observation or reward at step 50 \(env 0\)"):
+        train_and_evaluate(args)
+    agent, buffer = AgentRun.AgentZoo.AgentDQN(128, 1, 2, device="cpu"), ReplayBuffer(2 ** 20, 1, 1, if_discrete=True)
+    assert load_checkpoint(str(cwd), agent, buffer)["step"] == 0 and buffer.cur_len == 0  # the bad round is not in it
+
+
+@pytest.mark.parametrize("agent, env, break_step", [("AgentSAC", "Pendulum-v1", 1024), ("AgentDiscretePPO", "CartPole-v1", 6144)])
+def test_same_seed_gives_the_same_record(agent, env, break_step, tmp_path):
+    records = []
+    for name in ("a", "b"):
+        train_and_evaluate(Arguments(agent=agent, env=env, cwd=str(tmp_path / name), seed=3, break_step=break_step,
+                                     eval_gap=0, target_return=1e9))
+        records.append([row[:1] + row[2:] for row in read_rows(str(tmp_path / name))])  # all but the seconds column
+    assert len(records[0]) > 2 and records[0] == records[1]
+
+
+@pytest.mark.parametrize("how", ["stop file", "SIGINT"])
+def test_stop_file_and_ctrl_c_stop_cleanly_with_everything_saved(how, tmp_path):
+    cwd = str(tmp_path / "run")
+    proc = start_run(cwd, "save_gap=1000", "target_return=1e9")  # no periodic checkpoint: only the stop writes one
+    wait_for(os.path.join(cwd, "recorder.csv"))
+    if how == "stop file":
+        open(os.path.join(cwd, "stop"), "w").close()
+    else:
+        proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert ("Stop: found the file `stop` in cwd" if how == "stop file" else "Stop: Ctrl-C") in stdout
+    agent, buffer = fresh_sac_and_buffer()
+    assert load_checkpoint(cwd, agent, buffer)["step"] > 0 and os.path.isfile(os.path.join(cwd, "actor.pt"))
+    assert not os.path.exists(os.path.join(cwd, "stop"))  # honoured once, so a resume carries on
