@@ -6,10 +6,14 @@ import csv
 import dataclasses
 import json
 import math
+import multiprocessing as mp
 import os
+import queue
 import shutil
+import signal
 import sys
 import time
+import traceback
 import typing
 from dataclasses import dataclass
 
@@ -52,6 +56,8 @@ class Arguments:
     eval_gap: float = 5.0  # seconds between evaluations, >= 0 (0: after every update)
     eval_times: int = 8  # episodes per evaluation, deterministic policy, > 0
     save_gap: float = 60.0  # seconds between checkpoints into cwd/checkpoint (also written at every stop), > 0
+    if_multiprocess: bool = False  # True: explorer and learner in processes of their own (train_and_evaluate_mp)
+    start_method: str | None = None  # multiprocessing start method: None (the platform's), 'spawn', 'fork', 'forkserver'
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
     if_remove: bool = False  # True deletes an earlier run's files in cwd; False refuses to mix with them
 
@@ -83,6 +89,11 @@ class Arguments:
         if self.cwd is None:
             self.cwd = f"./{agent_class.__name__}_{env_info.env_name}_{self.seed}"
         self.check_values()
+        if self.start_method not in (None, *mp.get_all_start_methods()):
+            raise ValueError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
+        if self.if_multiprocess and self.if_resume:
+            raise ValueError("if_resume=True with if_multiprocess=True: resuming a multiprocess run is not built yet; "
+                             "its checkpoint holds the networks and the buffer, but not the recorder's history")
         if agent_class.if_off_policy and self.num_envs != 1:
             raise ValueError(f"num_envs={self.num_envs} is not accepted: off-policy agents such as "
                              f"{agent_class.__name__} explore one environment in the serial loop (num_envs=1)")
@@ -353,6 +364,8 @@ def train_and_evaluate(args: Arguments) -> dict:
     """The serial loop: explore target_step steps, update, evaluate every eval_gap seconds, checkpoint every
     save_gap seconds, until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C.
     Returns a summary of how it stopped."""
+    if args.if_multiprocess:
+        return train_and_evaluate_mp(args)
     agent_class = args.get_agent_class()
     env_info = prepare_env(args.env)[1]
     args.init_before_training(agent_class, env_info)
@@ -373,6 +386,9 @@ def train_and_evaluate(args: Arguments) -> dict:
     step, episodes_before = 0, 0  # episodes_before: exploration episodes of the run before this process
     if args.if_resume:
         run_state = load_checkpoint(args.cwd, agent, buffer)
+        if run_state["evaluator"] is None:
+            raise ValueError(f"the checkpoint in {args.cwd} was written by a multiprocess run, whose resume is not "
+                             f"built yet (it holds no recorder history)")
         step, episodes_before = run_state["step"], run_state["episodes"]
         evaluator.load_state_dict(run_state["evaluator"])
         torch.set_rng_state(run_state["torch_rng"])
@@ -439,6 +455,203 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
         raise ValueError(f"the environment returned a NaN or infinite observation or reward at step "
                          f"{step + first + 1} (env {first % num_envs}); the run is saved as it was before that "
                          f"round, the bad transitions are not in the buffer")
+
+
+# ---- multiprocess loop ----
+
+
+def train_and_evaluate_mp(args: Arguments) -> dict:
+    """Explorer and learner in processes of their own, working at the same time; this process records.
+    The explorer steps the env(s) with a CPU copy of the actor and always takes the newest weights without
+    waiting for them, so it collects the next round while the learner trains on the last (weights one round
+    stale). The learner owns the buffer and the networks, on cuda when there is one, and writes checkpoints.
+    A child that raises or dies stops the run with an error naming it; Ctrl-C or a `stop` file stops it cleanly."""
+    agent_class = args.get_agent_class()
+    env_info = prepare_env(args.env)[1]
+    args.init_before_training(agent_class, env_info)
+    ctx = mp.get_context(args.start_method)
+    stop_event, error_queue = ctx.Event(), ctx.Queue()
+    weights_queue, trajectory_queue, eval_queue = ctx.Queue(1), ctx.Queue(1), ctx.Queue(1)  # one item: the newest
+    children = [
+        ctx.Process(target=run_child, name="explorer", daemon=True, args=(
+            "explorer", explorer_process, error_queue, args, env_info, weights_queue, trajectory_queue, stop_event)),
+        ctx.Process(target=run_child, name="learner", daemon=True, args=(
+            "learner", learner_process, error_queue, args, env_info, weights_queue, trajectory_queue, eval_queue, stop_event)),
+    ]
+    torch.set_num_threads(1)
+    eval_env = build_env(make_twin_env(args.env))[0]
+    eval_env.reset(seed=args.seed + 1)
+    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}")
+    agent = agent_class(args.net_dim, env_info.state_dim, env_info.action_dim, device="cpu")  # the recorder's copy
+    for child in children:
+        child.start()
+    print(f"{agent_class.__name__} on {env_info.env_name} | multiprocess: explorer pid {children[0].pid}, learner pid "
+          f"{children[1].pid} | cwd {args.cwd} | target_return {args.target_return}", flush=True)
+
+    stop_reason, step = None, 0
+    try:
+        while stop_reason is None:
+            failed = [child for child in children if child.exitcode not in (None, 0)]
+            if failed:
+                raise RuntimeError(describe_failure(failed[0], error_queue))
+            try:
+                step, episodes, explore_return, stats, weights, learner_reason = eval_queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            agent.act.load_state_dict(weights)
+            avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
+            if avg_return >= args.target_return:
+                stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
+            else:
+                stop_reason = learner_reason
+    except KeyboardInterrupt:
+        stop_reason = "Ctrl-C"
+    finally:
+        stop_event.set()
+        for child in children:  # the learner writes its last checkpoint before it leaves
+            child.join(timeout=60)
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+                child.join(timeout=10)
+    failed = [child for child in children if child.exitcode not in (None, 0, -signal.SIGTERM)]
+    if failed:
+        raise RuntimeError(describe_failure(failed[0], error_queue))
+
+    seconds = time.time() - evaluator.start_time
+    print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
+          f"{evaluator.best_return:.1f}; outputs in {args.cwd}")
+    return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
+            "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
+
+
+def run_child(name: str, target, error_queue, *target_args):
+    """A child's entry: Ctrl-C is the parent's to handle; an exception goes to the parent as text, exit code 1."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        target(*target_args)
+    except BaseException:
+        error_queue.put((name, traceback.format_exc()))
+        sys.exit(1)
+
+
+def describe_failure(child, error_queue) -> str:
+    messages = []
+    while True:
+        try:
+            messages.append("{} raised:\n{}".format(*error_queue.get(timeout=0.5)))
+        except queue.Empty:
+            break
+    code = child.exitcode
+    how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+    return f"the {child.name} process {how}; the run stopped" + ("\n" + "\n".join(messages) if messages else "")
+
+
+def put_newest(q, item):
+    """Replace whatever the one-item queue holds: a reader wants the newest weights, not a backlog."""
+    try:
+        q.get_nowait()
+    except queue.Empty:
+        pass
+    q.put(item)
+
+
+def get_until_stopped(q, stop_event):
+    """The next item, or None once stop_event is set: no process waits forever on one that has stopped."""
+    while not stop_event.is_set():
+        try:
+            return q.get(timeout=0.2)
+        except queue.Empty:
+            continue
+    return None
+
+
+def put_until_stopped(q, item, stop_event) -> bool:
+    while not stop_event.is_set():
+        try:
+            q.put(item, timeout=0.2)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def cpu_state_dict(net: torch.nn.Module) -> dict:
+    return {name: tensor.detach().cpu() for name, tensor in net.state_dict().items()}
+
+
+def explorer_process(args: Arguments, env_info: EnvInfo, weights_queue, trajectory_queue, stop_event):
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed + 1)  # the learner draws from seed: exploration noise gets its own stream
+    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
+    agent = args.agent(args.net_dim, env_info.state_dim, env_info.action_dim, device="cpu", **hyperparameters)
+    env = build_env(args.env, num_envs=None if args.agent.if_off_policy else args.num_envs)[0]
+    agent.last_state = env.reset(seed=args.seed)[0]
+    horizon = max(1, args.target_step // args.num_envs)
+    trajectory_queue.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
+    weights, episodes_sent = get_until_stopped(weights_queue, stop_event), 0
+    while weights is not None:
+        agent.act.load_state_dict(weights)
+        trajectory = agent.explore_env(env, horizon)
+        new_episodes = env.episode_count - episodes_sent
+        returns = list(env.return_queue)[-new_episodes:] if new_episodes else []
+        episodes_sent = env.episode_count
+        if not put_until_stopped(trajectory_queue, (trajectory, returns), stop_event):
+            break
+        try:
+            weights = weights_queue.get_nowait()  # the newest, if the learner has sent any since
+        except queue.Empty:
+            weights = weights if not stop_event.is_set() else None
+
+
+def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajectory_queue, eval_queue, stop_event):
+    torch.set_num_threads(args.num_threads)
+    torch.manual_seed(args.seed)
+    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
+    agent = args.agent(args.net_dim, env_info.state_dim, env_info.action_dim, **hyperparameters)
+    if args.agent.if_off_policy:
+        buffer = ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, agent.device)
+    else:
+        buffer = RolloutBuffer(agent.device)
+    weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
+    put_newest(weights_queue, cpu_state_dict(agent.act))
+    start_time, step, episodes, new_returns = time.time(), 0, 0, []
+    last_eval_time, last_save_time, reason = -math.inf, time.time(), None
+
+    def save():
+        save_checkpoint(args.cwd, agent, buffer, {"step": step, "episodes": episodes, "evaluator": None,
+                                                  "torch_rng": torch.get_rng_state()})
+
+    while reason is None:
+        item = get_until_stopped(trajectory_queue, stop_event)
+        if item is None:
+            break
+        trajectory, returns = item
+        check_finite(trajectory, step, args.num_envs, save)
+        buffer.extend(*(tensor.to(agent.device) for tensor in trajectory))
+        step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
+        episodes, new_returns = episodes + len(returns), new_returns + returns
+        if args.agent.if_off_policy and buffer.cur_len < args.batch_size:
+            continue
+        stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
+        put_newest(weights_queue, cpu_state_dict(agent.act))
+
+        if step >= args.break_step:
+            reason = f"reached break_step {args.break_step}"
+        elif time.time() - start_time >= args.max_time:
+            reason = f"reached max_time {args.max_time} s"
+        elif os.path.exists(os.path.join(args.cwd, "stop")):
+            os.remove(os.path.join(args.cwd, "stop"))
+            reason = "found the file `stop` in cwd"
+        if time.time() - last_eval_time >= args.eval_gap or reason is not None:
+            last_eval_time = time.time()
+            explore_return = float(np.mean(new_returns)) if new_returns else math.nan
+            put_newest(eval_queue, (step, episodes, explore_return, stats, cpu_state_dict(agent.act), reason))
+            new_returns = []
+        if time.time() - last_save_time >= args.save_gap:
+            save()
+            last_save_time = time.time()
+    save()
 
 
 # ---- checkpoints ----
@@ -560,5 +773,5 @@ if __name__ == "__main__":
             resume(resume_cwd, **overrides)
         else:
             run__demo(**parse_overrides(sys.argv[1:]))
-    except (ValueError, TypeError, OSError) as error:
+    except (ValueError, TypeError, OSError, RuntimeError) as error:
         sys.exit(f"AgentRun.py: {error}")
