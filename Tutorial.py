@@ -37,6 +37,15 @@ def evaluate(env: gym.Env, policy, episodes: int = 8) -> float:
     return float(np.mean(returns))
 
 
+def make_envs(env_id: str, seed: int) -> tuple[gym.Env, gym.Env]:
+    """Seed torch and numpy; one env to learn in and a separately seeded one to evaluate in."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    env, eval_env = gym.make(env_id), gym.make(env_id)
+    eval_env.reset(seed=seed + 1)
+    return env, eval_env
+
+
 def soft_update(target: nn.Module, online: nn.Module, tau: float):
     """target <- tau * online + (1 - tau) * target: the target network trails the online one slowly,
     so the value it bootstraps from does not move with every gradient step."""
@@ -83,10 +92,7 @@ def report(name: str, reached: float, target: float, step: int, start: float) ->
 
 
 def run__tutorial_dqn(seed: int = 0, max_steps: int = 50_000, target: float = 475.0) -> dict:
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    env, eval_env = gym.make("CartPole-v1"), gym.make("CartPole-v1")
-    eval_env.reset(seed=seed + 1)
+    env, eval_env = make_envs("CartPole-v1", seed)
     state_dim, action_dim = env.observation_space.shape[0], int(env.action_space.n)
     gamma, epsilon, batch_size, tau = 0.99, 0.1, 128, 0.005
 
@@ -137,10 +143,7 @@ def run__tutorial_dqn(seed: int = 0, max_steps: int = 50_000, target: float = 47
 
 
 def run__tutorial_ddpg(seed: int = 0, max_steps: int = 20_000, target: float = -200.0) -> dict:
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    env, eval_env = gym.make("Pendulum-v1"), gym.make("Pendulum-v1")
-    eval_env.reset(seed=seed + 1)
+    env, eval_env = make_envs("Pendulum-v1", seed)
     state_dim, action_dim = env.observation_space.shape[0], env.action_space.shape[0]
     max_action = float(env.action_space.high[0])  # Pendulum's torque is in [-2, 2]
     gamma, noise_std, batch_size, tau = 0.99, 0.1, 128, 0.005
@@ -200,10 +203,7 @@ def run__tutorial_ddpg(seed: int = 0, max_steps: int = 20_000, target: float = -
 
 
 def run__tutorial_ppo(seed: int = 0, max_steps: int = 100_000, target: float = 475.0) -> dict:
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    env, eval_env = gym.make("CartPole-v1"), gym.make("CartPole-v1")
-    eval_env.reset(seed=seed + 1)
+    env, eval_env = make_envs("CartPole-v1", seed)
     state_dim, action_dim = env.observation_space.shape[0], int(env.action_space.n)
     gamma, lambda_gae, clip, horizon, epochs, batch_size = 0.99, 0.95, 0.2, 1024, 10, 128
 
