@@ -60,6 +60,7 @@ class Arguments:
     start_method: str | None = None  # multiprocessing start method: None (the platform's), 'spawn', 'fork', 'forkserver'
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
     if_remove: bool = False  # True deletes an earlier run's files in cwd; False refuses to mix with them
+    if_tensorboard: bool = False  # True also writes each evaluation's scalars to cwd for TensorBoard (needs tensorboard)
 
     def get_agent_class(self) -> type:
         agent_names = sorted(name for name, obj in vars(AgentZoo).items()
@@ -91,6 +92,12 @@ class Arguments:
         self.check_values()
         if self.start_method not in (None, *mp.get_all_start_methods()):
             raise ValueError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
+        if self.if_tensorboard:
+            try:
+                import torch.utils.tensorboard  # noqa: F401  (only to fail here, before anything is written)
+            except ImportError:
+                raise ValueError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
+                                 "without it, recorder.csv and the plot hold the same numbers") from None
         if self.if_multiprocess and self.if_resume:
             raise ValueError("if_resume=True with if_multiprocess=True: resuming a multiprocess run is not built yet; "
                              "its checkpoint holds the networks and the buffer, but not the recorder's history")
@@ -264,8 +271,11 @@ class Evaluator:
     """Runs the deterministic policy, prints one fixed-width row per evaluation, appends the row to
     recorder.csv, saves actor.pt whenever the evaluation mean improves, and redraws the learning curve."""
 
-    def __init__(self, cwd: str, eval_env: gym.Env, eval_times: int, title: str):
+    def __init__(self, cwd: str, eval_env: gym.Env, eval_times: int, title: str, if_tensorboard: bool = False):
         self.cwd, self.eval_env, self.eval_times, self.title = cwd, eval_env, eval_times, title
+        if if_tensorboard:  # optional: imported only when asked for, so the library does not need it
+            from torch.utils.tensorboard import SummaryWriter
+        self.writer = SummaryWriter(cwd) if if_tensorboard else None
         self.start_time = time.time()
         self.best_return = -math.inf
         self.history = []  # one dict per evaluation: the recorder.csv row and the mean episode length
@@ -302,6 +312,10 @@ class Evaluator:
             csv.writer(f).writerow(row.values())
         print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:]))
         self.history.append(row | {"avg_length": float(np.mean(lengths))})
+        if self.writer is not None:
+            for name, value in list(row.items())[1:] + [("avg_length", self.history[-1]["avg_length"])]:
+                self.writer.add_scalar(name, value, step)
+            self.writer.flush()
         self.plot(episodes)
         return avg_return
 
@@ -382,7 +396,8 @@ def train_and_evaluate(args: Arguments) -> dict:
     else:
         buffer = RolloutBuffer(agent.device)
     horizon = max(1, args.target_step // args.num_envs)  # steps of each env per round
-    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}")
+    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}",
+                          args.if_tensorboard)
     step, episodes_before = 0, 0  # episodes_before: exploration episodes of the run before this process
     if args.if_resume:
         run_state = load_checkpoint(args.cwd, agent, buffer)
@@ -481,7 +496,8 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
     torch.set_num_threads(1)
     eval_env = build_env(make_twin_env(args.env))[0]
     eval_env.reset(seed=args.seed + 1)
-    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}")
+    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}",
+                          args.if_tensorboard)
     agent = agent_class(args.net_dim, env_info.state_dim, env_info.action_dim, device="cpu")  # the recorder's copy
     for child in children:
         child.start()

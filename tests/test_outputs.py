@@ -71,3 +71,28 @@ def test_replay_without_actor_names_the_file(short_run, tmp_path):
 def test_replay_of_an_empty_directory(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         replay(str(tmp_path))
+
+
+def test_tensorboard_scalars_when_asked_for(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cwd = tmp_path / "run"
+    train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(cwd), break_step=4096,
+                                 eval_gap=0, eval_times=2, target_return=1e9, if_tensorboard=True))
+    events = EventAccumulator(str(cwd))
+    events.Reload()
+    assert {"avg_return", "explore_return", "obj_critic", "obj_actor", "avg_length"} <= set(events.Tags()["scalars"])
+    assert [event.step for event in events.Scalars("avg_return")] == [2048, 4096]
+
+
+def test_tensorboard_absent_gives_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # as if the package were not installed
+    with pytest.raises(ValueError, match=r"if_tensorboard=True needs the tensorboard package \(pip install tensorboard\)"):
+        train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(tmp_path / "run"),
+                                     if_tensorboard=True))
+    assert not (tmp_path / "run").exists()
+
+
+def test_no_tensorboard_files_unless_asked_for(short_run):
+    cwd, _ = short_run
+    assert not glob.glob(str(cwd / "events.out.tfevents.*"))
