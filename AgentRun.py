@@ -98,9 +98,6 @@ class Arguments:
             except ImportError:
                 raise ValueError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
                                  "without it, recorder.csv and the plot hold the same numbers") from None
-        if self.if_multiprocess and self.if_resume:
-            raise ValueError("if_resume=True with if_multiprocess=True: resuming a multiprocess run is not built yet; "
-                             "its checkpoint holds the networks and the buffer, but not the recorder's history")
         if agent_class.if_off_policy and self.num_envs != 1:
             raise ValueError(f"num_envs={self.num_envs} is not accepted: off-policy agents such as "
                              f"{agent_class.__name__} explore one environment in the serial loop (num_envs=1)")
@@ -286,8 +283,11 @@ class Evaluator:
         return {"seconds": time.time() - self.start_time, "best_return": self.best_return,
                 "history": self.history, "plot_path": self.plot_path}
 
-    def load_state_dict(self, state: dict):
-        """Carry on a resumed run: its clock, best return, rows for the plot; recorder.csv is appended to."""
+    def load_state_dict(self, state: dict | None):
+        """Carry on a resumed run: its clock, best return, rows for the plot; recorder.csv is appended to.
+        None: a multiprocess run checkpointed before its first evaluation; nothing to carry on."""
+        if state is None:
+            return
         self.start_time = time.time() - state["seconds"]
         self.best_return, self.history, self.plot_path = state["best_return"], state["history"], state["plot_path"]
 
@@ -302,7 +302,7 @@ class Evaluator:
 
         row = {"step": step, "seconds": time.time() - self.start_time, "avg_return": avg_return,
                "std_return": std_return, "explore_return": explore_return} | stats
-        if not self.history:
+        if not os.path.exists(os.path.join(self.cwd, "recorder.csv")):  # a resumed run appends to its rows
             with open(os.path.join(self.cwd, "recorder.csv"), "w", newline="") as f:
                 csv.writer(f).writerow(row)
         if not self.if_legend_printed:  # once per process, a resumed one too
@@ -389,21 +389,14 @@ def train_and_evaluate(args: Arguments) -> dict:
     torch.set_num_threads(args.num_threads)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    hyperparameters = {name: getattr(args, name) for name in agent_class.hyper_defaults if name in ARGUMENT_NAMES}
-    agent = agent_class(args.net_dim, env_info.state_dim, env_info.action_dim, **hyperparameters)
-    if agent_class.if_off_policy:
-        buffer = ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, agent.device)
-    else:
-        buffer = RolloutBuffer(agent.device)
+    agent = build_agent(args, env_info)
+    buffer = build_buffer(args, env_info, agent.device)
     horizon = max(1, args.target_step // args.num_envs)  # steps of each env per round
     evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}",
                           args.if_tensorboard)
     step, episodes_before = 0, 0  # episodes_before: exploration episodes of the run before this process
     if args.if_resume:
         run_state = load_checkpoint(args.cwd, agent, buffer)
-        if run_state["evaluator"] is None:
-            raise ValueError(f"the checkpoint in {args.cwd} was written by a multiprocess run, whose resume is not "
-                             f"built yet (it holds no recorder history)")
         step, episodes_before = run_state["step"], run_state["episodes"]
         evaluator.load_state_dict(run_state["evaluator"])
         torch.set_rng_state(run_state["torch_rng"])
@@ -458,18 +451,30 @@ def train_and_evaluate(args: Arguments) -> dict:
             "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
 
 
+def build_agent(args: Arguments, env_info: EnvInfo, device=None) -> AgentBase:
+    """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
+    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
+    return args.agent(args.net_dim, env_info.state_dim, env_info.action_dim, device=device, **hyperparameters)
+
+
+def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | RolloutBuffer:
+    if args.agent.if_off_policy:
+        return ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
+    return RolloutBuffer(device)
+
+
 def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save):
-    """Stop, with the run saved as it was before this trajectory, at the first step whose observation or
-    reward is NaN or infinite: learning from it would poison every network."""
-    states, rewards, next_states = trajectory[0], trajectory[-4], trajectory[-1]  # the same places in both families
-    bad = ~(torch.isfinite(states.flatten(start_dim=states.dim() - 1)).all(-1) & torch.isfinite(rewards)
-            & torch.isfinite(next_states.flatten(start_dim=next_states.dim() - 1)).all(-1))
-    if bad.any():
-        first = int(torch.nonzero(bad.flatten())[0])  # index in (horizon,) or (horizon * num_envs,) order
+    """Stop, with the run saved as it was before this trajectory, at the first step with a NaN or infinite
+    value in any of its tensors (observation, reward, or the agent's own action): learning from it would
+    poison every network. Off-policy tensors are (horizon, ...), on-policy ones (horizon, num_envs, ...)."""
+    lead_shape = trajectory[0].shape[:-1]  # states carry one feature dimension after the step dimensions
+    finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in trajectory]).all(0)
+    if not finite.all():
+        first = int(torch.nonzero(~finite.flatten())[0])  # index in (horizon,) or (horizon * num_envs,) order
         save()
-        raise ValueError(f"the environment returned a NaN or infinite observation or reward at step "
-                         f"{step + first + 1} (env {first % num_envs}); the run is saved as it was before that "
-                         f"round, the bad transitions are not in the buffer")
+        raise ValueError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
+                         f"action) at step {step + first + 1} (env {first % num_envs}); the run is saved as it was "
+                         f"before that round, the bad transitions are not in the buffer")
 
 
 # ---- multiprocess loop ----
@@ -484,27 +489,33 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
     agent_class = args.get_agent_class()
     env_info = prepare_env(args.env)[1]
     args.init_before_training(agent_class, env_info)
+    run_state = read_run_state(args.cwd) if args.if_resume else {"step": 0, "evaluator": None}
+    step = run_state["step"]
     ctx = mp.get_context(args.start_method)
     stop_event, error_queue = ctx.Event(), ctx.Queue()
-    weights_queue, trajectory_queue, eval_queue = ctx.Queue(1), ctx.Queue(1), ctx.Queue(1)  # one item: the newest
+    # one item each, the newest: actor weights, a round to evaluate, the recorder's state for the next checkpoint
+    weights_queue, trajectory_queue, eval_queue, recorder_queue = (ctx.Queue(1) for _ in range(4))
     children = [
         ctx.Process(target=run_child, name="explorer", daemon=True, args=(
-            "explorer", explorer_process, error_queue, args, env_info, weights_queue, trajectory_queue, stop_event)),
+            "explorer", explorer_process, error_queue, args, env_info, step, weights_queue, trajectory_queue, stop_event)),
         ctx.Process(target=run_child, name="learner", daemon=True, args=(
-            "learner", learner_process, error_queue, args, env_info, weights_queue, trajectory_queue, eval_queue, stop_event)),
+            "learner", learner_process, error_queue, args, env_info, weights_queue, trajectory_queue, eval_queue,
+            recorder_queue, stop_event)),
     ]
     torch.set_num_threads(1)
     eval_env = build_env(make_twin_env(args.env))[0]
-    eval_env.reset(seed=args.seed + 1)
+    eval_env.reset(seed=args.seed + step + 1)
     evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}",
                           args.if_tensorboard)
+    evaluator.load_state_dict(run_state["evaluator"])
     agent = agent_class(args.net_dim, env_info.state_dim, env_info.action_dim, device="cpu")  # the recorder's copy
     for child in children:
         child.start()
     print(f"{agent_class.__name__} on {env_info.env_name} | multiprocess: explorer pid {children[0].pid}, learner pid "
-          f"{children[1].pid} | cwd {args.cwd} | target_return {args.target_return}", flush=True)
+          f"{children[1].pid} | cwd {args.cwd} | target_return {args.target_return}"
+          + (f" | resumed at step {step}" if args.if_resume else ""), flush=True)
 
-    stop_reason, step = None, 0
+    stop_reason = None
     try:
         while stop_reason is None:
             failed = [child for child in children if child.exitcode not in (None, 0)]
@@ -516,6 +527,7 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
                 continue
             agent.act.load_state_dict(weights)
             avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
+            put_newest(recorder_queue, evaluator.state_dict())  # for the learner's next checkpoint
             if avg_return >= args.target_return:
                 stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
             else:
@@ -523,6 +535,7 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
     except KeyboardInterrupt:
         stop_reason = "Ctrl-C"
     finally:
+        put_newest(recorder_queue, evaluator.state_dict())  # before the stop: the learner's last checkpoint waits for it
         stop_event.set()
         for child in children:  # the learner writes its last checkpoint before it leaves
             child.join(timeout=60)
@@ -536,7 +549,7 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
 
     seconds = time.time() - evaluator.start_time
     print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
-          f"{evaluator.best_return:.1f}; outputs in {args.cwd}")
+          f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
     return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
             "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
 
@@ -564,17 +577,27 @@ def describe_failure(child, error_queue) -> str:
 
 
 def put_newest(q, item):
-    """Replace whatever the one-item queue holds: a reader wants the newest weights, not a backlog."""
-    try:
-        q.get_nowait()
-    except queue.Empty:
-        pass
-    q.put(item)
+    """Replace whatever the one-item queue holds: a reader wants the newest weights, not a backlog. Never
+    blocks: an item still on its way into the queue is taken out as soon as it lands."""
+    while True:
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            pass
+        try:
+            return q.put_nowait(item)
+        except queue.Full:
+            continue
+
+
+def if_stopped(stop_event) -> bool:
+    """In a child: the run is stopping, or the parent is gone (killed), so that no child outlives it."""
+    return stop_event.is_set() or not mp.parent_process().is_alive()
 
 
 def get_until_stopped(q, stop_event):
-    """The next item, or None once stop_event is set: no process waits forever on one that has stopped."""
-    while not stop_event.is_set():
+    """The next item, or None once the run stops: no process waits forever on one that has stopped."""
+    while not if_stopped(stop_event):
         try:
             return q.get(timeout=0.2)
         except queue.Empty:
@@ -583,7 +606,7 @@ def get_until_stopped(q, stop_event):
 
 
 def put_until_stopped(q, item, stop_event) -> bool:
-    while not stop_event.is_set():
+    while not if_stopped(stop_event):
         try:
             q.put(item, timeout=0.2)
             return True
@@ -596,13 +619,12 @@ def cpu_state_dict(net: torch.nn.Module) -> dict:
     return {name: tensor.detach().cpu() for name, tensor in net.state_dict().items()}
 
 
-def explorer_process(args: Arguments, env_info: EnvInfo, weights_queue, trajectory_queue, stop_event):
+def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weights_queue, trajectory_queue, stop_event):
     torch.set_num_threads(1)
-    torch.manual_seed(args.seed + 1)  # the learner draws from seed: exploration noise gets its own stream
-    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
-    agent = args.agent(args.net_dim, env_info.state_dim, env_info.action_dim, device="cpu", **hyperparameters)
+    torch.manual_seed(args.seed + start_step + 1)  # the learner draws from seed: exploration noise gets its own stream
+    agent = build_agent(args, env_info, device="cpu")
     env = build_env(args.env, num_envs=None if args.agent.if_off_policy else args.num_envs)[0]
-    agent.last_state = env.reset(seed=args.seed)[0]
+    agent.last_state = env.reset(seed=args.seed + start_step)[0]  # as in the serial loop: resumed runs start new episodes
     horizon = max(1, args.target_step // args.num_envs)
     trajectory_queue.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
     weights, episodes_sent = get_until_stopped(weights_queue, stop_event), 0
@@ -617,25 +639,34 @@ def explorer_process(args: Arguments, env_info: EnvInfo, weights_queue, trajecto
         try:
             weights = weights_queue.get_nowait()  # the newest, if the learner has sent any since
         except queue.Empty:
-            weights = weights if not stop_event.is_set() else None
+            weights = weights if not if_stopped(stop_event) else None
 
 
-def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajectory_queue, eval_queue, stop_event):
+def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajectory_queue, eval_queue, recorder_queue,
+                    stop_event):
+    """Owns the buffer and the networks; writes every checkpoint, with the recorder's newest state in it."""
     torch.set_num_threads(args.num_threads)
     torch.manual_seed(args.seed)
-    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
-    agent = args.agent(args.net_dim, env_info.state_dim, env_info.action_dim, **hyperparameters)
-    if args.agent.if_off_policy:
-        buffer = ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, agent.device)
-    else:
-        buffer = RolloutBuffer(agent.device)
+    agent = build_agent(args, env_info)
+    buffer = build_buffer(args, env_info, agent.device)
+    run_state = {"step": 0, "episodes": 0, "evaluator": None}
+    if args.if_resume:
+        run_state = load_checkpoint(args.cwd, agent, buffer)
+        torch.set_rng_state(run_state["torch_rng"])
+    step, episodes, recorder_state = run_state["step"], run_state["episodes"], run_state["evaluator"]
+    start_time = time.time() - (recorder_state["seconds"] if recorder_state is not None else 0.0)  # max_time counts all sessions
+    print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
     weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
     put_newest(weights_queue, cpu_state_dict(agent.act))
-    start_time, step, episodes, new_returns = time.time(), 0, 0, []
-    last_eval_time, last_save_time, reason = -math.inf, time.time(), None
+    new_returns, last_eval_time, last_save_time, reason = [], -math.inf, time.time(), None
 
-    def save():
-        save_checkpoint(args.cwd, agent, buffer, {"step": step, "episodes": episodes, "evaluator": None,
+    def save(if_final: bool = False):
+        nonlocal recorder_state
+        try:  # at the stop, wait for the state the recorder sends after its last evaluation
+            recorder_state = recorder_queue.get(timeout=10) if if_final else recorder_queue.get_nowait()
+        except queue.Empty:
+            pass
+        save_checkpoint(args.cwd, agent, buffer, {"step": step, "episodes": episodes, "evaluator": recorder_state,
                                                   "torch_rng": torch.get_rng_state()})
 
     while reason is None:
@@ -667,7 +698,10 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
         if time.time() - last_save_time >= args.save_gap:
             save()
             last_save_time = time.time()
-    save()
+    while not if_stopped(stop_event):  # the recorder evaluates the last weights, then stops the run
+        time.sleep(0.05)
+    if mp.parent_process().is_alive():  # a killed run keeps its last periodic checkpoint, as a serial one does
+        save(if_final=True)
 
 
 # ---- checkpoints ----
@@ -691,13 +725,23 @@ def save_checkpoint(cwd: str, agent: AgentBase, buffer, run_state: dict):
     shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
-    """Restore the agent and the buffer from cwd's checkpoint (weights_only loads) and return run_state."""
+def find_checkpoint(cwd: str) -> str:
     path = next((os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.old")
                  if os.path.isdir(os.path.join(cwd, name))), None)
     if path is None:
         raise FileNotFoundError(f"no checkpoint in {cwd!r} to resume from (cwd/checkpoint is written every save_gap "
                                 f"seconds and at every stop)")
+    return path
+
+
+def read_run_state(cwd: str) -> dict:
+    """The counters, recorder state and RNG state of cwd's checkpoint (a weights_only load)."""
+    return load_weights(os.path.join(find_checkpoint(cwd), "run_state.pt"), "cpu")
+
+
+def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
+    """Restore the agent and the buffer from cwd's checkpoint (weights_only loads) and return run_state."""
+    path = find_checkpoint(cwd)
     agent.save_or_load_agent(path, if_save=False)
     if isinstance(buffer, ReplayBuffer):
         buffer.load_state_dict(load_weights(os.path.join(path, "buffer.pt"), buffer.device))

@@ -34,6 +34,16 @@ def test_agent_reaches_target(agent, env, target_return, break_step, tmp_path):
     assert result["stop_reason"].startswith("reached target_return")
 
 
+@pytest.mark.parametrize("agent, break_step", [("AgentDDPG", 768), ("AgentTD3", 768), ("AgentSAC", 768),
+                                               ("AgentPPO", 4096), ("AgentA2C", 512)])
+def test_continuous_agents_run_on_a_two_dimensional_action_space(agent, break_step, tmp_path):
+    """Pendulum has one action dimension, which hides shape mistakes that broadcast; LunarLander has two."""
+    args = Arguments(agent=agent, env="LunarLanderContinuous-v3", cwd=str(tmp_path / "run"), break_step=break_step,
+                     eval_times=1, target_return=1e9)
+    result = train_and_evaluate(args)
+    assert result["stop_reason"] == f"reached break_step {break_step}" and result["step"] >= break_step
+
+
 def test_command_line_sac_solves_pendulum_and_writes_its_outputs(tmp_path):
     """DESIGN.md's example run: stops by itself at Pendulum's -200 with config, recorder and actor written."""
     cwd = tmp_path / "x"

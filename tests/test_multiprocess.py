@@ -1,5 +1,6 @@
 """The multiprocess loop: learning, both start methods, faults, clean stops."""
 import os
+import random
 import re
 import signal
 import subprocess
@@ -8,9 +9,9 @@ import time
 
 import pytest
 
-from AgentRun import Arguments, load_checkpoint, train_and_evaluate
+from AgentRun import Arguments, load_checkpoint, resume, train_and_evaluate
 from AgentZoo import AgentSAC, ReplayBuffer
-from test_resume import NaNAtStep, wait_for
+from test_resume import NaNAtStep, read_rows, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -83,7 +84,58 @@ def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path):
     assert all(is_gone(pid) for pid in pids.values())
 
 
-def test_resume_of_a_multiprocess_run_is_refused_clearly(tmp_path):
-    with pytest.raises(ValueError, match="resuming a multiprocess run is not built yet"):
-        train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path), if_multiprocess=True,
-                                     if_resume=True))
+def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(tmp_path):
+    cwd = str(tmp_path / "run")
+    proc, pids = start_mp_run(cwd, "save_gap=0.5", "eval_gap=0", "target_return=-200")
+    wait_for(os.path.join(cwd, "checkpoint", "run_state.pt"))
+    time.sleep(random.uniform(0.5, 3.0))  # a random moment after the first checkpoint
+    proc.send_signal(signal.SIGKILL)  # the parent only: its children must notice and leave on their own
+    proc.wait(timeout=30)
+    deadline = time.time() + 10
+    while not all(is_gone(pid) for pid in pids.values()):
+        assert time.time() < deadline, "a child outlived its killed parent"
+        time.sleep(0.1)
+    rows_before = read_rows(cwd)
+
+    agent, buffer = AgentSAC(128, 3, 1, device="cpu"), ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
+    run_state = load_checkpoint(cwd, agent, buffer)
+    saved_step = run_state["step"]
+    assert saved_step > 0 and buffer.cur_len == saved_step  # every transition the learner took is in the saved buffer
+    saved_rows = [[str(row[name]) for name in rows_before[0]] for row in run_state["evaluator"]["history"]]
+    assert saved_rows and saved_rows == rows_before[1:len(saved_rows) + 1]  # the recorder's state rides along
+
+    out = subprocess.run([sys.executable, "AgentRun.py", f"resume={cwd}", "break_step=20000"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "multiprocess" in out.stdout and f"resumed at step {saved_step}" in out.stdout
+    assert "Stop: reached target_return -200.0" in out.stdout
+    rows_after = read_rows(cwd)
+    assert rows_after[:len(rows_before)] == rows_before  # nothing recorded is lost
+    assert saved_step < int(rows_after[len(rows_before)][0]) <= saved_step + 1024  # the counter carries on
+
+
+def test_sigkill_of_every_process_while_checkpoints_are_written_leaves_one_that_loads(tmp_path):
+    cwd = str(tmp_path / "run")
+    for kill in range(3):  # a checkpoint after every round: killing the whole group often lands inside a write
+        command = ["agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}", "if_multiprocess=True", "save_gap=1e-6"] \
+            if kill == 0 else [f"resume={cwd}"]
+        proc = subprocess.Popen([sys.executable, "AgentRun.py", *command], cwd=ROOT, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        wait_for(os.path.join(cwd, "checkpoint"))
+        time.sleep(random.uniform(0.5, 2.0))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        agent, buffer = AgentSAC(128, 3, 1, device="cpu"), ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
+        run_state = load_checkpoint(cwd, agent, buffer)
+        assert buffer.cur_len == run_state["step"]
+
+
+def test_serial_checkpoint_resumes_in_the_multiprocess_loop(tmp_path):
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=512, eval_gap=0,
+                                 target_return=1e9))
+    rows_before = read_rows(cwd)
+    result = resume(cwd, if_multiprocess=True, break_step=1024)
+    assert result["stop_reason"] == "reached break_step 1024" and result["step"] >= 1024
+    rows_after = read_rows(cwd)
+    assert rows_after[:len(rows_before)] == rows_before and int(rows_after[-1][0]) >= 1024

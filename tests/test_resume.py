@@ -1,5 +1,6 @@
 """Checkpoints and resume (serial loop): a kill loses at most the work since the last checkpoint."""
 import csv
+import math
 import os
 import random
 import signal
@@ -157,10 +158,27 @@ class NaNAtStep(gym.Env):
 def test_non_finite_observation_stops_with_the_step_and_the_run_saved(tmp_path):
     cwd = tmp_path / "run"
     args = Arguments(agent="AgentDQN", env=NaNAtStep(), cwd=str(cwd), target_return=1e9)
-    with pytest.raises(ValueError, match=r"NaN or infinite observation or reward at step 50 \(env 0\)"):
+    with pytest.raises(ValueError, match=r"NaN or infinite observation or reward \(or the agent a NaN action\) at step 50 \(env 0\)"):
         train_and_evaluate(args)
     agent, buffer = AgentRun.AgentZoo.AgentDQN(128, 1, 2, device="cpu"), ReplayBuffer(2 ** 20, 1, 1, if_discrete=True)
     assert load_checkpoint(str(cwd), agent, buffer)["step"] == 0 and buffer.cur_len == 0  # the bad round is not in it
+
+
+def test_check_finite_finds_the_first_bad_step_in_both_trajectory_layouts():
+    saves = []
+    off_policy = [torch.randn(8, 3), torch.rand(8, 2), torch.randn(8), torch.ones(8), torch.randn(8, 3)]  # 2-dim actions
+    AgentRun.check_finite(tuple(off_policy), 100, 1, lambda: saves.append(1))
+    off_policy[2][6] = math.nan  # the reward of the 7th step
+    with pytest.raises(ValueError, match=r"at step 107 \(env 0\)"):
+        AgentRun.check_finite(tuple(off_policy), 100, 1, lambda: saves.append(1))
+
+    on_policy = [torch.randn(4, 3, 5), torch.rand(4, 3, 2), torch.randn(4, 3), torch.randn(4, 3), torch.ones(4, 3),
+                 torch.ones(4, 3), torch.randn(4, 3, 5)]  # (horizon, num_envs, ...)
+    AgentRun.check_finite(tuple(on_policy), 0, 3, lambda: saves.append(1))
+    on_policy[-1][2, 1, 4] = math.inf  # next observation of step 3 in env 1
+    with pytest.raises(ValueError, match=r"at step 8 \(env 1\)"):
+        AgentRun.check_finite(tuple(on_policy), 0, 3, lambda: saves.append(1))
+    assert saves == [1, 1]  # saved before each error, not on clean rounds
 
 
 @pytest.mark.parametrize("agent, env, break_step", [("AgentSAC", "Pendulum-v1", 1024), ("AgentDiscretePPO", "CartPole-v1", 6144)])
