@@ -1,14 +1,20 @@
 """Time to target (shared/BENCH.md): wall-clock seconds from the start of training until the deterministic
 policy's mean return over 8 evaluation episodes first reaches the task's target, evaluation included.
 
-    python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 seeds=0,1,2 loops=serial,mp
+    python benchmarks/time_to_target.py                                   # issue 8's suite, with the SB3 peer
+    python benchmarks/time_to_target.py tasks=CartPole-v1,Pendulum-v1 seeds=0,1,2 max_time=600
+    python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=serial,mp
 
-Each run is a fresh `python AgentRun.py` process with the agent's defaults; its row (date, commit, agent,
-env, seed, steps, seconds, solved, loop) is appended to History/benchmarks.csv, and a table of medians
-and spreads is printed. A run that stops without reaching the target counts as a failure.
+The suite runs each of our agents on each task of its action type, and the Stable-Baselines3 algorithm of
+each agent's family with the rl-baselines3-zoo hyperparameters (benchmarks/peer_sb3.py), seed by seed, in
+one invocation, so that the machine's load hits both alike. Each run is a fresh process with defaults; its
+row (date, commit, agent, env, seed, steps, seconds, solved, loop) is appended to History/benchmarks.csv,
+and a markdown table of medians, spreads, failures and ratios of medians is printed for README.md.
+A run that stops without reaching the target counts as a failure (an infinite time in the median).
 """
 import csv
 import datetime
+import math
 import os
 import re
 import statistics
@@ -28,10 +34,26 @@ def git_commit() -> str:
     return commit + ("-dirty" if dirty else "")
 
 
-def run_once(agent: str, env: str, seed: int, loop: str, max_time: float) -> dict:
+SUITE = {  # issue 8: each task and our agents of its action type
+    "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentDiscretePPO", "AgentDiscreteA2C"],
+    "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentPPO"],
+    "LunarLander-v3": ["AgentD3QN", "AgentDiscretePPO"],
+    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentPPO"],
+}
+FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
+          "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC"}
+PEER_PREFIX = "SB3-"
+
+
+def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict:
+    """One run as a fresh process: our agent `name` in the serial or mp loop, or the peer SB3-<algo>."""
     with tempfile.TemporaryDirectory() as cwd:
-        command = [sys.executable, "AgentRun.py", f"agent={agent}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
-                   f"max_time={max_time}", f"if_multiprocess={loop == 'mp'}"]
+        if loop == "sb3":
+            command = [sys.executable, "benchmarks/peer_sb3.py", f"algo={name.removeprefix(PEER_PREFIX)}", f"env={env}",
+                       f"seed={seed}", f"max_time={max_time}"]
+        else:
+            command = [sys.executable, "AgentRun.py", f"agent={name}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
+                       f"max_time={max_time}", f"if_multiprocess={loop == 'mp'}"]
         out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max_time + 300)
     match = STOP_LINE.search(out.stdout)
     if out.returncode != 0 or match is None:
@@ -40,32 +62,58 @@ def run_once(agent: str, env: str, seed: int, loop: str, max_time: float) -> dic
             "solved": match["reason"].startswith("reached target_return")}
 
 
+def plan_runs(options: dict) -> list[tuple[str, str, str]]:
+    """(env, name, loop) of every run of one seed."""
+    if "agent" in options:
+        return [(options["env"], options["agent"], loop) for loop in options.get("loops", "serial").split(",")]
+    plan = []
+    for env in options.get("tasks", ",".join(SUITE)).split(","):
+        agents = [agent for agent in SUITE[env] if "agents" not in options or agent in options["agents"].split(",")]
+        plan += [(env, agent, "serial") for agent in agents]
+        if options.get("peer", "True") == "True":
+            plan += [(env, PEER_PREFIX + family, "sb3") for family in sorted({FAMILY[agent] for agent in agents})]
+    return plan
+
+
+def median_seconds(rows: list[dict]) -> float:
+    return statistics.median(row["seconds"] if row["solved"] else math.inf for row in rows)
+
+
+def print_table(results: dict, seeds: list[int], commit: str):
+    """A markdown table: per task and runner, solved seeds, median and spread of seconds and steps to target,
+    and for ours the ratio of the peer family's median seconds to ours (above 1: we are faster)."""
+    print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {datetime.date.today().isoformat()}\n")
+    print("| task | agent | loop | solved | median s | s (min-max) | median steps | peer median / ours |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (env, name, loop), rows in results.items():
+        solved = [row for row in rows if row["solved"]]
+        median = median_seconds(rows)
+        spread = f"{min(r['seconds'] for r in solved):.0f}-{max(r['seconds'] for r in solved):.0f}" if solved else "-"
+        steps = f"{statistics.median(r['steps'] for r in solved):.0f}" if solved else "-"
+        peer_rows = results.get((env, PEER_PREFIX + FAMILY.get(name, ""), "sb3"))
+        ratio = "-"
+        if peer_rows is not None and math.isfinite(median):
+            ratio = f"{median_seconds(peer_rows) / median:.1f}x"
+        print(f"| {env} | {name} | {loop} | {len(solved)}/{len(rows)} | "
+              f"{f'{median:.1f}' if math.isfinite(median) else 'failed'} | {spread} | {steps} | {ratio} |")
+
+
 def main(argv: list[str]):
     options = dict(item.split("=", 1) for item in argv)
-    agent, env = options["agent"], options["env"]
     seeds = [int(s) for s in options.get("seeds", "0,1,2").split(",")]
-    loops = options.get("loops", "serial").split(",")
     max_time = float(options.get("max_time", 1800))
     commit, date = git_commit(), datetime.date.today().isoformat()
-    results = {loop: [] for loop in loops}
-    for seed in seeds:
-        for loop in loops:  # interleaved, so that a change in the machine's load hits both loops alike
-            result = run_once(agent, env, seed, loop, max_time)
-            results[loop].append(result)
+    plan = plan_runs(options)
+    results = {key: [] for key in plan}
+    for seed in seeds:  # seed by seed through every runner, so that a change in the machine's load hits all alike
+        for env, name, loop in plan:
+            result = run_once(name, env, seed, loop, max_time)
+            results[env, name, loop].append(result)
             with open(HISTORY, "a", newline="") as f:
-                csv.writer(f).writerow([date, commit, agent, env, seed, result["steps"], f"{result['seconds']:.1f}",
+                csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
                                         result["solved"], loop])
-            print(f"{agent} {env} seed {seed} {loop}: {result}", flush=True)
-
-    print(f"\n{agent} on {env}, seeds {seeds}, commit {commit}")
-    print(f"{'loop':>8} {'solved':>7} {'median s':>9} {'min-max s':>13} {'median steps':>13}")
-    for loop, rows in results.items():
-        solved = [row for row in rows if row["solved"]]
-        seconds = [row["seconds"] for row in solved]
-        spread = f"{min(seconds):.0f}-{max(seconds):.0f}" if seconds else "-"
-        median = f"{statistics.median(seconds):.0f}" if seconds else "-"
-        steps = f"{statistics.median(row['steps'] for row in solved):.0f}" if solved else "-"
-        print(f"{loop:>8} {len(solved):>4}/{len(rows):<2} {median:>9} {spread:>13} {steps:>13}")
+            print(f"{name} {env} seed {seed} {loop}: {result}", flush=True)
+    print_table(results, seeds, commit)
 
 
 if __name__ == "__main__":

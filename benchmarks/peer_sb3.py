@@ -1,0 +1,108 @@
+"""The peer for time_to_target.py: one Stable-Baselines3 run with the rl-baselines3-zoo hyperparameters of
+its task, measured under our protocol (shared/BENCH.md): every eval_gap seconds of wall-clock, the mean
+return of 8 deterministic episodes on a separate env; the run stops at the task's target.
+
+    python benchmarks/peer_sb3.py algo=SAC env=Pendulum-v1 seed=0 max_time=600
+
+It prints the same `Stop: <reason> at step N after S s` line as AgentRun.py. Benchmark-only: it needs
+stable-baselines3 (pip install -r benchmarks/requirements.txt); the library never imports it.
+"""
+import math
+import sys
+import time
+
+import numpy as np
+import torch
+from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.noise import NormalActionNoise
+
+ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "SAC": SAC, "TD3": TD3}
+TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0}
+
+
+def linear(start: float):
+    """The zoo's lin_<start>: decays to 0 over n_timesteps (SB3 passes the fraction of training left)."""
+    return lambda progress_remaining: progress_remaining * start
+
+
+# hyperparams/<algo>.yml of rl-baselines3-zoo; its LunarLander entries name v2, whose dynamics v3 keeps.
+# Each entry: (n_timesteps, n_envs, keyword arguments); "noise_std" becomes a NormalActionNoise.
+DDPG_TD3_ZOO = (None, 1, dict(gamma=0.98, buffer_size=200_000, learning_starts=10_000, noise_std=0.1, gradient_steps=-1,
+                              train_freq=(1, "episode"), learning_rate=1e-3, policy_kwargs=dict(net_arch=[400, 300])))
+PPO_LUNAR_ZOO = (1_000_000, 16, dict(n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_epochs=4, ent_coef=0.01))
+ZOO = {
+    ("DQN", "CartPole-v1"): (200_000, 1, dict(learning_rate=2.5e-4, batch_size=512, buffer_size=100_000, learning_starts=0,
+                                              gamma=0.99, target_update_interval=5000, train_freq=16, gradient_steps=4,
+                                              exploration_fraction=0.06, exploration_final_eps=0.11)),
+    ("DQN", "LunarLander-v3"): (150_000, 1, dict(learning_rate=8.8e-4, batch_size=32, buffer_size=1_000_000, learning_starts=0,
+                                                 gamma=0.99, target_update_interval=10_000, train_freq=16, gradient_steps=-1,
+                                                 exploration_fraction=0.2, exploration_final_eps=0.1,
+                                                 policy_kwargs=dict(net_arch=[256, 256]))),
+    ("PPO", "CartPole-v1"): (100_000, 8, dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+                                              learning_rate=linear(1e-3), clip_range=linear(0.2))),
+    ("PPO", "Pendulum-v1"): (100_000, 4, dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
+                                              learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4)),
+    ("PPO", "LunarLander-v3"): PPO_LUNAR_ZOO,
+    ("PPO", "LunarLanderContinuous-v3"): PPO_LUNAR_ZOO,
+    ("A2C", "CartPole-v1"): (500_000, 8, dict(ent_coef=0.0)),
+    ("SAC", "Pendulum-v1"): (20_000, 1, dict(learning_rate=1e-3)),
+    ("SAC", "LunarLanderContinuous-v3"): (500_000, 1, dict(batch_size=256, learning_rate=linear(7.3e-4), buffer_size=1_000_000,
+                                                           ent_coef="auto", gamma=0.99, tau=0.01, train_freq=1,
+                                                           gradient_steps=1, learning_starts=10_000,
+                                                           policy_kwargs=dict(net_arch=[400, 300]))),
+    ("TD3", "Pendulum-v1"): (20_000, *DDPG_TD3_ZOO[1:]),
+    ("TD3", "LunarLanderContinuous-v3"): (300_000, *DDPG_TD3_ZOO[1:]),
+    ("DDPG", "Pendulum-v1"): (20_000, *DDPG_TD3_ZOO[1:]),
+}
+
+
+class TimeToTarget(BaseCallback):
+    """Evaluates every eval_gap seconds as AgentRun's Evaluator does, and stops training at the target."""
+
+    def __init__(self, eval_env, target: float, eval_gap: float, eval_times: int, max_time: float):
+        super().__init__()
+        self.eval_env, self.target, self.eval_gap, self.eval_times, self.max_time = eval_env, target, eval_gap, eval_times, max_time
+        self.start_time, self.last_eval_time, self.reason = 0.0, -math.inf, None
+
+    def _on_training_start(self):
+        self.start_time = time.time()
+
+    def _on_step(self) -> bool:
+        if time.time() - self.last_eval_time < self.eval_gap:
+            return True
+        self.last_eval_time = time.time()
+        avg_return = evaluate_policy(self.model, self.eval_env, n_eval_episodes=self.eval_times, deterministic=True)[0]
+        print(f"{self.num_timesteps:>10d} {time.time() - self.start_time:>8.1f} {avg_return:>10.1f}", flush=True)
+        if avg_return >= self.target:
+            self.reason = f"reached target_return {self.target} (evaluation mean {avg_return:.1f})"
+        elif time.time() - self.start_time >= self.max_time:
+            self.reason = f"reached max_time {self.max_time} s"
+        return self.reason is None
+
+
+def main(argv: list[str]):
+    options = dict(item.split("=", 1) for item in argv)
+    algo, env_id, seed = options["algo"], options["env"], int(options.get("seed", 0))
+    max_time, eval_gap = float(options.get("max_time", 1800)), float(options.get("eval_gap", 5))
+    if (algo, env_id) not in ZOO:
+        raise SystemExit(f"no zoo hyperparameters here for {algo} on {env_id}; known: {sorted(ZOO)}")
+    n_timesteps, n_envs, kwargs = ZOO[algo, env_id]
+    kwargs = dict(kwargs)
+    if "noise_std" in kwargs:
+        action_dim = make_vec_env(env_id).action_space.shape[0]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
+    torch.set_num_threads(1)  # shared/BENCH.md: the peer with one torch thread, as ours
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 1000)
+    model = ALGOS[algo]("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    callback = TimeToTarget(eval_env, TARGETS[env_id], eval_gap, 8, max_time)
+    model.learn(total_timesteps=n_timesteps or 10 ** 9, callback=callback)
+    reason = callback.reason or f"reached the zoo's n_timesteps {n_timesteps}"
+    print(f"Stop: {reason} at step {model.num_timesteps} after {time.time() - callback.start_time:.1f} s")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
