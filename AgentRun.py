@@ -56,7 +56,8 @@ class Arguments:
     eval_gap: float = 5.0  # seconds between evaluations, >= 0 (0: after every update)
     eval_times: int = 8  # episodes per evaluation, deterministic policy, > 0
     save_gap: float = 60.0  # seconds between checkpoints into cwd/checkpoint (also written at every stop), > 0
-    if_multiprocess: bool = False  # True: explorer and learner in processes of their own (train_and_evaluate_mp)
+    if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_and_evaluate_mp);
+    # None: the agent's default, the loop measured faster for it (the PPO family: True; off-policy agents: False)
     start_method: str | None = None  # multiprocessing start method: None (the platform's), 'spawn', 'fork', 'forkserver'
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
     if_remove: bool = False  # True deletes an earlier run's files in cwd; False refuses to mix with them
@@ -377,7 +378,10 @@ def run_episode(env: gym.Env, agent: AgentBase, frames: list | None = None) -> t
 def train_and_evaluate(args: Arguments) -> dict:
     """The serial loop: explore target_step steps, update, evaluate every eval_gap seconds, checkpoint every
     save_gap seconds, until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C.
-    Returns a summary of how it stopped."""
+    Returns a summary of how it stopped. Runs train_and_evaluate_mp instead where if_multiprocess asks for it
+    (None: the agent's default, the loop measured faster for it)."""
+    if args.if_multiprocess is None:
+        args.if_multiprocess = args.get_agent_class().train_defaults["if_multiprocess"]
     if args.if_multiprocess:
         return train_and_evaluate_mp(args)
     agent_class = args.get_agent_class()

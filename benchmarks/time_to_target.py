@@ -46,30 +46,32 @@ PEER_PREFIX = "SB3-"
 
 
 def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict:
-    """One run as a fresh process: our agent `name` in the serial or mp loop, or the peer SB3-<algo>."""
+    """One run as a fresh process: our agent `name` in the serial or mp loop or its default one ("default"),
+    or the peer SB3-<algo> ("sb3"). Returns steps, seconds, solved and the loop that ran."""
     with tempfile.TemporaryDirectory() as cwd:
         if loop == "sb3":
             command = [sys.executable, "benchmarks/peer_sb3.py", f"algo={name.removeprefix(PEER_PREFIX)}", f"env={env}",
                        f"seed={seed}", f"max_time={max_time}"]
         else:
             command = [sys.executable, "AgentRun.py", f"agent={name}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
-                       f"max_time={max_time}", f"if_multiprocess={loop == 'mp'}"]
+                       f"max_time={max_time}"] + ([] if loop == "default" else [f"if_multiprocess={loop == 'mp'}"])
         out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max_time + 300)
     match = STOP_LINE.search(out.stdout)
     if out.returncode != 0 or match is None:
         raise RuntimeError(f"{' '.join(command)} failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+    ran = loop if loop == "sb3" else "mp" if "| multiprocess:" in out.stdout else "serial"
     return {"steps": int(match["steps"]), "seconds": float(match["seconds"]),
-            "solved": match["reason"].startswith("reached target_return")}
+            "solved": match["reason"].startswith("reached target_return"), "loop": ran}
 
 
 def plan_runs(options: dict) -> list[tuple[str, str, str]]:
     """(env, name, loop) of every run of one seed."""
     if "agent" in options:
-        return [(options["env"], options["agent"], loop) for loop in options.get("loops", "serial").split(",")]
+        return [(options["env"], options["agent"], loop) for loop in options.get("loops", "default").split(",")]
     plan = []
     for env in options.get("tasks", ",".join(SUITE)).split(","):
         agents = [agent for agent in SUITE[env] if "agents" not in options or agent in options["agents"].split(",")]
-        plan += [(env, agent, "serial") for agent in agents]
+        plan += [(env, agent, "default") for agent in agents]
         if options.get("peer", "True") == "True":
             plan += [(env, PEER_PREFIX + family, "sb3") for family in sorted({FAMILY[agent] for agent in agents})]
     return plan
@@ -94,7 +96,7 @@ def print_table(results: dict, seeds: list[int], commit: str):
         ratio = "-"
         if peer_rows is not None and math.isfinite(median):
             ratio = f"{median_seconds(peer_rows) / median:.1f}x"
-        print(f"| {env} | {name} | {loop} | {len(solved)}/{len(rows)} | "
+        print(f"| {env} | {name} | {rows[0]['loop']} | {len(solved)}/{len(rows)} | "
               f"{f'{median:.1f}' if math.isfinite(median) else 'failed'} | {spread} | {steps} | {ratio} |")
 
 
@@ -111,7 +113,7 @@ def main(argv: list[str]):
             results[env, name, loop].append(result)
             with open(HISTORY, "a", newline="") as f:
                 csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
-                                        result["solved"], loop])
+                                        result["solved"], result["loop"]])
             print(f"{name} {env} seed {seed} {loop}: {result}", flush=True)
     print_table(results, seeds, commit)
 

@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def short_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("short") / "run"
     args = Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(cwd), break_step=6144, eval_gap=0,
-                     eval_times=2, target_return=1e9)
+                     eval_times=2, target_return=1e9, if_multiprocess=False)  # serial: one row per update
     result = train_and_evaluate(args)
     return cwd, result
 
@@ -78,7 +78,7 @@ def test_tensorboard_scalars_when_asked_for(tmp_path):
 
     cwd = tmp_path / "run"
     train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(cwd), break_step=4096,
-                                 eval_gap=0, eval_times=2, target_return=1e9, if_tensorboard=True))
+                                 eval_gap=0, eval_times=2, target_return=1e9, if_tensorboard=True, if_multiprocess=False))
     events = EventAccumulator(str(cwd))
     events.Reload()
     assert {"avg_return", "explore_return", "obj_critic", "obj_actor", "avg_length"} <= set(events.Tags()["scalars"])
