@@ -57,7 +57,7 @@ class Arguments:
     eval_times: int = 8  # episodes per evaluation, deterministic policy, > 0
     save_gap: float = 60.0  # seconds between checkpoints into cwd/checkpoint (also written at every stop), > 0
     if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_and_evaluate_mp);
-    # None: the agent's default, the loop measured faster for it (the PPO family: True; off-policy agents: False)
+    # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
     start_method: str | None = None  # multiprocessing start method: None (the platform's), 'spawn', 'fork', 'forkserver'
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
     if_remove: bool = False  # True deletes an earlier run's files in cwd; False refuses to mix with them

@@ -425,7 +425,7 @@ class AgentPPO(AgentBase):
     if_act_target = if_cri_target = False
     act_class, cri_class = ActorPPO, CriticAdv
     train_defaults = dict(net_dim=64, batch_size=256, target_step=2048, repeat_times=8, num_envs=8,  # repeat_times: epochs
-                          if_multiprocess=True)  # exploring 8 envs while learning: measured faster on 2 cores (History/)
+                          if_multiprocess=True)  # LunarLanderContinuous: measured faster in processes (History/)
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
                           ratio_clip=0.2,  # the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip]
@@ -505,6 +505,7 @@ class AgentDiscretePPO(AgentPPO):
     if_discrete = True
     act_class = ActorDiscretePPO
     hyper_defaults = AgentPPO.hyper_defaults | dict(entropy_coef=0.01)  # a categorical policy has no learned std to explore with
+    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)  # CartPole: serial measured faster (History/)
 
     def extra_stats(self) -> dict[str, float]:
         return {}
@@ -514,7 +515,8 @@ class AgentA2C(AgentPPO):
     """A2C (Mnih et al. arXiv:1602.01783, synchronous): PPO's loop with one pass over a short rollout in a
     single batch and the plain policy gradient log pi(a|s) * advantage, no ratio and no clipping."""
 
-    train_defaults = AgentPPO.train_defaults | dict(target_step=256, batch_size=256, repeat_times=1)
+    train_defaults = AgentPPO.train_defaults | dict(target_step=256, batch_size=256, repeat_times=1,
+                                                    if_multiprocess=False)  # not measured faster in processes
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         state, action, _old_log_prob, advantage = batch

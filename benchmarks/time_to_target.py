@@ -29,7 +29,7 @@ STOP_LINE = re.compile(r"Stop: (?P<reason>.*) at step (?P<steps>\d+) after (?P<s
 
 def git_commit() -> str:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!History"], cwd=ROOT,
                            capture_output=True, text=True).stdout.strip()
     return commit + ("-dirty" if dirty else "")
 
