@@ -425,7 +425,7 @@ def train_and_evaluate(args: Arguments) -> dict:
                 continue
             stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
 
-            if_last_round = step >= args.break_step or time.time() - evaluator.start_time >= args.max_time
+            if_last_round = limit_reason(args, step, time.time() - evaluator.start_time) is not None
             if time.time() - last_eval_time >= args.eval_gap or if_last_round:
                 last_eval_time = time.time()
                 new_episodes = env.episode_count - episodes_seen
@@ -434,13 +434,9 @@ def train_and_evaluate(args: Arguments) -> dict:
                 avg_return = evaluator.evaluate_and_save(agent, step, episodes_before + episodes_seen, explore_return, stats)
                 if avg_return >= args.target_return:
                     stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
-                elif step >= args.break_step:
-                    stop_reason = f"reached break_step {args.break_step}"
-                elif time.time() - evaluator.start_time >= args.max_time:
-                    stop_reason = f"reached max_time {args.max_time} s"
-            if os.path.exists(os.path.join(args.cwd, "stop")):
-                os.remove(os.path.join(args.cwd, "stop"))  # honoured once: a resume must not stop at once
-                stop_reason = "found the file `stop` in cwd"
+                else:
+                    stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
+            stop_reason = stop_file_reason(args.cwd) or stop_reason  # consumed even when the run stops anyway
             if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
                 save()
                 last_save_time = time.time()
@@ -453,6 +449,24 @@ def train_and_evaluate(args: Arguments) -> dict:
           f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
     return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
             "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
+
+
+def limit_reason(args: Arguments, step: int, seconds: float) -> str | None:
+    """Why the run must stop now that it has taken `step` steps in `seconds`, or None."""
+    if step >= args.break_step:
+        return f"reached break_step {args.break_step}"
+    if seconds >= args.max_time:
+        return f"reached max_time {args.max_time} s"
+    return None
+
+
+def stop_file_reason(cwd: str) -> str | None:
+    """A file named `stop` in cwd asks the run to stop; it is honoured once, so that a resume carries on."""
+    path = os.path.join(cwd, "stop")
+    if not os.path.exists(path):
+        return None
+    os.remove(path)
+    return "found the file `stop` in cwd"
 
 
 def build_agent(args: Arguments, env_info: EnvInfo, device=None) -> AgentBase:
@@ -487,8 +501,8 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
 def train_and_evaluate_mp(args: Arguments) -> dict:
     """Explorer and learner in processes of their own, working at the same time; this process records.
     The explorer steps the env(s) with a CPU copy of the actor and always takes the newest weights without
-    waiting for them, so it collects the next round while the learner trains on the last (weights one round
-    stale). The learner owns the buffer and the networks, on cuda when there is one, and writes checkpoints.
+    waiting for them, so it collects the next round while the learner trains on the last (its weights one to
+    three rounds old). The learner owns the buffer and the networks, on cuda when there is one, and writes checkpoints.
     A child that raises or dies stops the run with an error naming it; Ctrl-C or a `stop` file stops it cleanly."""
     agent_class = args.get_agent_class()
     env_info = prepare_env(args.env)[1]
@@ -512,7 +526,7 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
     evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}",
                           args.if_tensorboard)
     evaluator.load_state_dict(run_state["evaluator"])
-    agent = agent_class(args.net_dim, env_info.state_dim, env_info.action_dim, device="cpu")  # the recorder's copy
+    agent = build_agent(args, env_info, device="cpu")  # the recorder's copy
     for child in children:
         child.start()
     print(f"{agent_class.__name__} on {env_info.env_name} | multiprocess: explorer pid {children[0].pid}, learner pid "
@@ -679,7 +693,7 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
             break
         trajectory, returns = item
         check_finite(trajectory, step, args.num_envs, save)
-        buffer.extend(*(tensor.to(agent.device) for tensor in trajectory))
+        buffer.extend(*trajectory)  # both buffers move it to the learner's device
         step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
         episodes, new_returns = episodes + len(returns), new_returns + returns
         if args.agent.if_off_policy and buffer.cur_len < args.batch_size:
@@ -687,13 +701,7 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
         stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
         put_newest(weights_queue, cpu_state_dict(agent.act))
 
-        if step >= args.break_step:
-            reason = f"reached break_step {args.break_step}"
-        elif time.time() - start_time >= args.max_time:
-            reason = f"reached max_time {args.max_time} s"
-        elif os.path.exists(os.path.join(args.cwd, "stop")):
-            os.remove(os.path.join(args.cwd, "stop"))
-            reason = "found the file `stop` in cwd"
+        reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - start_time)
         if time.time() - last_eval_time >= args.eval_gap or reason is not None:
             last_eval_time = time.time()
             explore_return = float(np.mean(new_returns)) if new_returns else math.nan

@@ -122,6 +122,8 @@ class RolloutBuffer:
     def extend(self, states, actions, log_probs, rewards, not_terminated, not_done, next_states):
         """next_states[t] is the observation step t led to: on truncation the final observation of the cut
         episode (gymnasium's info["final_obs"]), not the reset one that the next step starts from."""
+        states, actions, log_probs, rewards, not_terminated, not_done, next_states = (  # a no-op where they are already
+            tensor.to(self.device) for tensor in (states, actions, log_probs, rewards, not_terminated, not_done, next_states))
         self.states, self.actions, self.log_probs = states, actions, log_probs  # (T, N, state_dim), (T, N, ...), (T, N)
         self.rewards, self.not_terminated, self.not_done = rewards, not_terminated, not_done  # (T, N) each
         self.next_states = next_states  # (T, N, state_dim)

@@ -91,11 +91,11 @@ def main(argv: list[str]):
         raise SystemExit(f"no zoo hyperparameters here for {algo} on {env_id}; known: {sorted(ZOO)}")
     n_timesteps, n_envs, kwargs = ZOO[algo, env_id]
     kwargs = dict(kwargs)
-    if "noise_std" in kwargs:
-        action_dim = make_vec_env(env_id).action_space.shape[0]
-        kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
     torch.set_num_threads(1)  # shared/BENCH.md: the peer with one torch thread, as ours
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    if "noise_std" in kwargs:
+        action_dim = env.action_space.shape[0]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
     eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 1000)
     model = ALGOS[algo]("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
     callback = TimeToTarget(eval_env, TARGETS[env_id], eval_gap, 8, max_time)
