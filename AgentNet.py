@@ -173,27 +173,11 @@ class CriticTwin(nn.Module):
 # ---- on-policy actors and critic (PPO, A2C) ----
 
 
-class ActorStochastic(nn.Module):
-    """Sampling and scoring shared by the on-policy actors; each names its distribution."""
-
-    def get_distribution(self, state: torch.Tensor) -> torch.distributions.Distribution:
-        raise NotImplementedError
-
-    def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A sampled action and its log-prob (batch,)."""
-        dist = self.get_distribution(state)
-        action = dist.sample()
-        return action, dist.log_prob(action)
-
-    def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """log pi(action|state) and the policy's entropy, (batch,) each."""
-        dist = self.get_distribution(state)
-        return dist.log_prob(action), dist.entropy()
-
-
-class ActorPPO(ActorStochastic):
+class ActorPPO(nn.Module):
     """Gaussian policy u ~ N(mean(s), std) with a state-independent, learned log std. The agent keeps the raw
-    sample u (its log-prob is exact) and hands the environment u clipped into [-1, 1]."""
+    sample u (its log-prob is exact) and hands the environment u clipped into [-1, 1]. Sampling and scoring are
+    written out rather than built from torch.distributions, whose checks and bookkeeping cost several times
+    the network's own forward pass at the batch sizes of acting."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -204,17 +188,30 @@ class ActorPPO(ActorStochastic):
         """The deterministic action used for evaluation: the mean, clipped into [-1, 1]."""
         return self.net(state).clamp(-1.0, 1.0)
 
-    def get_distribution(self, state: torch.Tensor) -> torch.distributions.Distribution:
-        mean = self.net(state)  # (batch, action_dim); Independent sums log-prob and entropy over its last dim
-        return torch.distributions.Independent(torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean)), 1)
+    def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A sampled action (batch, action_dim) and its log-prob (batch,)."""
+        mean = self.net(state)
+        noise = torch.randn_like(mean)
+        return mean + self.log_std.exp() * noise, self.gaussian_log_prob(noise)
+
+    def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(action|state) and the policy's entropy, (batch,) each."""
+        noise = (action - self.net(state)) * (-self.log_std).exp()  # the standard normal sample behind the action
+        entropy = (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum().expand(noise.shape[:-1])
+        return self.gaussian_log_prob(noise), entropy
+
+    def gaussian_log_prob(self, noise: torch.Tensor) -> torch.Tensor:
+        """log N(mean + std * noise; mean, std), summed over the independent action dimensions."""
+        return (-0.5 * noise.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
 
     @staticmethod
     def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:
         return action.clamp(-1.0, 1.0)
 
 
-class ActorDiscretePPO(ActorStochastic):
-    """Categorical policy over action_dim actions; actions are integer indices."""
+class ActorDiscretePPO(nn.Module):
+    """Categorical policy over action_dim actions; actions are integer indices. Sampling and scoring are written
+    out, as in ActorPPO."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -224,8 +221,17 @@ class ActorDiscretePPO(ActorStochastic):
         """The most likely action, (batch,)."""
         return self.net(state).argmax(dim=-1)
 
-    def get_distribution(self, state: torch.Tensor) -> torch.distributions.Distribution:
-        return torch.distributions.Categorical(logits=self.net(state))
+    def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A sampled action (batch,) and its log-prob (batch,)."""
+        log_probs = self.net(state).log_softmax(dim=-1)
+        # Gumbel-max trick: argmax(log pi + G), G = -log(E), E ~ Exp(1), is an exact sample of pi, in any batch shape
+        action = (log_probs - torch.empty_like(log_probs).exponential_().log()).argmax(dim=-1)
+        return action, log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
+
+    def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(action|state) and the policy's entropy -sum_a pi(a) log pi(a), (batch,) each."""
+        log_probs = self.net(state).log_softmax(dim=-1)
+        return log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1), -(log_probs.exp() * log_probs).sum(dim=-1)
 
     @staticmethod
     def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:

@@ -53,7 +53,8 @@ class Arguments:
     break_step: int = 2 ** 20  # stop after this many environment steps, > 0
     max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
     target_return: float | None = None  # stop once the evaluation mean reaches this; None -> the env's
-    eval_gap: float = 5.0  # seconds between evaluations, >= 0 (0: after every update)
+    eval_gap: float = 1.0  # seconds between evaluations at least, >= 0; the evaluator also waits long enough that
+    # evaluating takes at most a tenth of the run (Evaluator.eval_share); 0: after every update round, reproducibly
     eval_times: int = 8  # episodes per evaluation, deterministic policy, > 0
     save_gap: float = 60.0  # seconds between checkpoints into cwd/checkpoint (also written at every stop), > 0
     if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_and_evaluate_mp);
@@ -266,11 +267,15 @@ def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
 
 
 class Evaluator:
-    """Runs the deterministic policy, prints one fixed-width row per evaluation, appends the row to
-    recorder.csv, saves actor.pt whenever the evaluation mean improves, and redraws the learning curve."""
+    """Runs the deterministic policy for one episode in each of its eval envs side by side, prints one fixed-width
+    row per evaluation, appends the row to recorder.csv, saves actor.pt whenever the evaluation mean improves,
+    and redraws the learning curve."""
 
-    def __init__(self, cwd: str, eval_env: gym.Env, eval_times: int, title: str, if_tensorboard: bool = False):
-        self.cwd, self.eval_env, self.eval_times, self.title = cwd, eval_env, eval_times, title
+    eval_share = 0.1  # evaluations are spaced so that they take at most this share of the run's time
+    plot_gap = 10.0  # seconds between redraws of the plot (one costs about 0.3 s); finish() draws the last rows
+
+    def __init__(self, cwd: str, eval_envs: list[gym.Env], eval_gap: float, title: str, if_tensorboard: bool = False):
+        self.cwd, self.eval_envs, self.eval_gap, self.title = cwd, eval_envs, eval_gap, title
         if if_tensorboard:  # optional: imported only when asked for, so the library does not need it
             from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(cwd) if if_tensorboard else None
@@ -279,6 +284,8 @@ class Evaluator:
         self.history = []  # one dict per evaluation: the recorder.csv row and the mean episode length
         self.plot_path = None
         self.if_legend_printed = False
+        self.last_eval_time, self.eval_seconds = -math.inf, 0.0  # when the last evaluation ended; its episodes' seconds
+        self.last_plot_time, self.plotted_rows, self.episodes = -math.inf, 0, 0
 
     def state_dict(self) -> dict:
         return {"seconds": time.time() - self.start_time, "best_return": self.best_return,
@@ -291,11 +298,23 @@ class Evaluator:
             return
         self.start_time = time.time() - state["seconds"]
         self.best_return, self.history, self.plot_path = state["best_return"], state["history"], state["plot_path"]
+        self.plotted_rows = len(self.history)
+
+    def if_due(self) -> bool:
+        """Whether eval_gap seconds have passed since the last evaluation, and enough more that evaluating
+        takes at most eval_share of the run (a long-surviving policy makes its episodes slow). eval_gap=0
+        evaluates after every update round, however long that takes: runs reproducible step for step."""
+        if self.eval_gap == 0:
+            return True
+        wait = max(self.eval_gap, self.eval_seconds * (1 - self.eval_share) / self.eval_share)
+        return time.time() - self.last_eval_time >= wait
 
     def evaluate_and_save(self, agent: AgentBase, step: int, episodes: int, explore_return: float,
                           stats: dict[str, float]) -> float:
         """One evaluation row after `episodes` exploration episodes; returns the evaluation mean."""
-        returns, lengths = zip(*(run_episode(self.eval_env, agent) for _ in range(self.eval_times)))
+        start = time.time()
+        returns, lengths = zip(*run_episodes(self.eval_envs, agent))
+        self.eval_seconds = time.time() - start
         avg_return, std_return = float(np.mean(returns)), float(np.std(returns))
         if avg_return > self.best_return:
             self.best_return = avg_return
@@ -317,10 +336,18 @@ class Evaluator:
             for name, value in list(row.items())[1:] + [("avg_length", self.history[-1]["avg_length"])]:
                 self.writer.add_scalar(name, value, step)
             self.writer.flush()
-        self.plot(episodes)
+        self.episodes = episodes
+        if time.time() - self.last_plot_time >= self.plot_gap:
+            self.plot()
+        self.last_eval_time = time.time()
         return avg_return
 
-    def plot(self, episodes: int):
+    def finish(self):
+        """At the stop: draw the rows the plot does not show yet."""
+        if self.plotted_rows < len(self.history):
+            self.plot()
+
+    def plot(self):
         """The learning curve as plot_<Episode>E_<Step>T_<Sec>s.png, replacing the previous one: exploration
         return (blue), evaluation mean and std (red), episode length (grey area); objectives (green) below."""
         history = self.history
@@ -349,27 +376,36 @@ class Evaluator:
             ax_actor.set_ylabel("obj_actor (dashed)", color="darkgreen")
         ax_objective.set_xlabel("environment steps")
         seconds = history[-1]["seconds"]
+        episodes = self.episodes
         fig.suptitle(f"{self.title}: {episodes} episodes, {steps[-1]} steps, {int(seconds)} s")
 
         path = os.path.join(self.cwd, f"plot_{episodes}E_{steps[-1]}T_{int(seconds)}s.png")
         fig.savefig(path, dpi=80)
-        if self.plot_path not in (None, path):
+        if self.plot_path not in (None, path) and os.path.exists(self.plot_path):  # gone if killed after a redraw
             os.remove(self.plot_path)  # one plot in cwd, the newest
         self.plot_path = path
+        self.last_plot_time, self.plotted_rows = time.time(), len(history)
 
 
-def run_episode(env: gym.Env, agent: AgentBase, frames: list | None = None) -> tuple[float, int]:
-    """One episode of the deterministic policy: (return, length); appends env.render() frames if given."""
-    state, _ = env.reset()
-    episode_return, length, done = 0.0, 0, False
-    while not done:
-        if frames is not None:
-            frames.append(env.render())
-        state, reward, terminated, truncated, _ = env.step(agent.select_action(state, deterministic=True))
-        episode_return += float(reward)
-        length += 1
-        done = terminated or truncated
-    return episode_return, length
+def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = None) -> list[tuple[float, int]]:
+    """One episode of the deterministic policy in each env, side by side: one batched forward per step for the
+    envs still running. Returns (return, length) per env; appends envs[0].render() frames if given."""
+    states = [env.reset()[0] for env in envs]
+    returns, lengths = [0.0] * len(envs), [0] * len(envs)
+    running = list(range(len(envs)))
+    while running:
+        if frames is not None and running[0] == 0:
+            frames.append(envs[0].render())
+        actions = agent.select_action(np.stack([states[i] for i in running]), deterministic=True)
+        still_running = []
+        for i, action in zip(running, actions, strict=True):
+            states[i], reward, terminated, truncated, _ = envs[i].step(action)
+            returns[i] += float(reward)
+            lengths[i] += 1
+            if not (terminated or truncated):
+                still_running.append(i)
+        running = still_running
+    return list(zip(returns, lengths))
 
 
 # ---- training loop ----
@@ -388,7 +424,6 @@ def train_and_evaluate(args: Arguments) -> dict:
     env_info = prepare_env(args.env)[1]
     args.init_before_training(agent_class, env_info)
     env = build_env(args.env, num_envs=None if agent_class.if_off_policy else args.num_envs)[0]
-    eval_env = build_env(make_twin_env(args.env))[0]
 
     torch.set_num_threads(args.num_threads)
     torch.manual_seed(args.seed)
@@ -396,17 +431,13 @@ def train_and_evaluate(args: Arguments) -> dict:
     agent = build_agent(args, env_info)
     buffer = build_buffer(args, env_info, agent.device)
     horizon = max(1, args.target_step // args.num_envs)  # steps of each env per round
-    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}",
-                          args.if_tensorboard)
-    step, episodes_before = 0, 0  # episodes_before: exploration episodes of the run before this process
+    run_state = load_checkpoint(args.cwd, agent, buffer) if args.if_resume else {"step": 0, "episodes": 0, "evaluator": None}
+    step, episodes_before = run_state["step"], run_state["episodes"]  # episodes_before: of the run before this process
     if args.if_resume:
-        run_state = load_checkpoint(args.cwd, agent, buffer)
-        step, episodes_before = run_state["step"], run_state["episodes"]
-        evaluator.load_state_dict(run_state["evaluator"])
         torch.set_rng_state(run_state["torch_rng"])
+    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
     # a resumed run starts new episodes: an environment's inner state cannot be saved in general
     agent.last_state = env.reset(seed=args.seed + step)[0]
-    eval_env.reset(seed=args.seed + step + 1)
     print(f"{agent_class.__name__} on {env_info.env_name} | device {agent.device} | cwd {args.cwd} | "
           f"target_return {args.target_return}" + (f" | resumed at step {step}" if args.if_resume else ""))
 
@@ -414,7 +445,7 @@ def train_and_evaluate(args: Arguments) -> dict:
         save_checkpoint(args.cwd, agent, buffer, {"step": step, "episodes": episodes_before + env.episode_count,
                                                   "evaluator": evaluator.state_dict(), "torch_rng": torch.get_rng_state()})
 
-    episodes_seen, last_eval_time, last_save_time, stop_reason = 0, -math.inf, time.time(), None
+    episodes_seen, last_save_time, stop_reason = 0, time.time(), None
     try:
         while stop_reason is None:
             trajectory = agent.explore_env(env, horizon)
@@ -426,8 +457,7 @@ def train_and_evaluate(args: Arguments) -> dict:
             stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
 
             if_last_round = limit_reason(args, step, time.time() - evaluator.start_time) is not None
-            if time.time() - last_eval_time >= args.eval_gap or if_last_round:
-                last_eval_time = time.time()
+            if evaluator.if_due() or if_last_round:
                 new_episodes = env.episode_count - episodes_seen
                 explore_return = float(np.mean(list(env.return_queue)[-new_episodes:])) if new_episodes else math.nan
                 episodes_seen = env.episode_count
@@ -437,10 +467,13 @@ def train_and_evaluate(args: Arguments) -> dict:
                 else:
                     stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
             stop_reason = stop_file_reason(args.cwd) or stop_reason  # consumed even when the run stops anyway
+            if stop_reason is not None:
+                evaluator.finish()  # before the last checkpoint, which records the plot's name
             if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
                 save()
                 last_save_time = time.time()
     except KeyboardInterrupt:
+        evaluator.finish()
         save()  # the rollout or round in flight is lost; everything before it is in the checkpoint
         stop_reason = "Ctrl-C"
 
@@ -449,6 +482,18 @@ def train_and_evaluate(args: Arguments) -> dict:
           f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
     return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
             "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
+
+
+def build_evaluator(args: Arguments, env_info: EnvInfo, step: int, state: dict | None) -> Evaluator:
+    """An Evaluator with eval_times envs of its own, seeded apart from the explorer's (seed + step + its env index),
+    carrying on a resumed run's recorder state."""
+    eval_envs = [prepare_env(make_twin_env(args.env))[0] for _ in range(args.eval_times)]
+    for i, eval_env in enumerate(eval_envs):
+        eval_env.reset(seed=args.seed + step + args.num_envs + i)
+    evaluator = Evaluator(args.cwd, eval_envs, args.eval_gap, f"{args.agent.__name__} on {env_info.env_name}",
+                          args.if_tensorboard)
+    evaluator.load_state_dict(state)
+    return evaluator
 
 
 def limit_reason(args: Arguments, step: int, seconds: float) -> str | None:
@@ -521,11 +566,7 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
             recorder_queue, stop_event)),
     ]
     torch.set_num_threads(1)
-    eval_env = build_env(make_twin_env(args.env))[0]
-    eval_env.reset(seed=args.seed + step + 1)
-    evaluator = Evaluator(args.cwd, eval_env, args.eval_times, f"{agent_class.__name__} on {env_info.env_name}",
-                          args.if_tensorboard)
-    evaluator.load_state_dict(run_state["evaluator"])
+    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
     agent = build_agent(args, env_info, device="cpu")  # the recorder's copy
     for child in children:
         child.start()
@@ -533,16 +574,20 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
           f"{children[1].pid} | cwd {args.cwd} | target_return {args.target_return}"
           + (f" | resumed at step {step}" if args.if_resume else ""), flush=True)
 
-    stop_reason = None
+    stop_reason, explored_before = None, (0, 0.0)  # the learner's (episodes, sum of their returns) at the last row
     try:
         while stop_reason is None:
             failed = [child for child in children if child.exitcode not in (None, 0)]
             if failed:
                 raise RuntimeError(describe_failure(failed[0], error_queue))
             try:
-                step, episodes, explore_return, stats, weights, learner_reason = eval_queue.get(timeout=0.2)
+                step, episodes, explored, stats, weights, learner_reason = eval_queue.get(timeout=0.2)
             except queue.Empty:
                 continue
+            if learner_reason is None and not evaluator.if_due():
+                continue  # the learner sends every round; the newest one is evaluated when one is due
+            new_episodes, new_return_sum = explored[0] - explored_before[0], explored[1] - explored_before[1]
+            explore_return, explored_before = (new_return_sum / new_episodes if new_episodes else math.nan), explored
             agent.act.load_state_dict(weights)
             avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
             put_newest(recorder_queue, evaluator.state_dict())  # for the learner's next checkpoint
@@ -553,6 +598,7 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
     except KeyboardInterrupt:
         stop_reason = "Ctrl-C"
     finally:
+        evaluator.finish()
         put_newest(recorder_queue, evaluator.state_dict())  # before the stop: the learner's last checkpoint waits for it
         stop_event.set()
         for child in children:  # the learner writes its last checkpoint before it leaves
@@ -650,7 +696,7 @@ def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weight
         agent.act.load_state_dict(weights)
         trajectory = agent.explore_env(env, horizon)
         new_episodes = env.episode_count - episodes_sent
-        returns = list(env.return_queue)[-new_episodes:] if new_episodes else []
+        returns = [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
         episodes_sent = env.episode_count
         if not put_until_stopped(trajectory_queue, (trajectory, returns), stop_event):
             break
@@ -676,7 +722,7 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
     print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
     weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
     put_newest(weights_queue, cpu_state_dict(agent.act))
-    new_returns, last_eval_time, last_save_time, reason = [], -math.inf, time.time(), None
+    explored, last_save_time, reason = (0, 0.0), time.time(), None  # this session's episodes and their return sum
 
     def save(if_final: bool = False):
         nonlocal recorder_state
@@ -695,18 +741,15 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
         check_finite(trajectory, step, args.num_envs, save)
         buffer.extend(*trajectory)  # both buffers move it to the learner's device
         step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
-        episodes, new_returns = episodes + len(returns), new_returns + returns
+        episodes, explored = episodes + len(returns), (explored[0] + len(returns), explored[1] + sum(returns))
         if args.agent.if_off_policy and buffer.cur_len < args.batch_size:
             continue
         stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
-        put_newest(weights_queue, cpu_state_dict(agent.act))
+        weights = cpu_state_dict(agent.act)
+        put_newest(weights_queue, weights)
 
         reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - start_time)
-        if time.time() - last_eval_time >= args.eval_gap or reason is not None:
-            last_eval_time = time.time()
-            explore_return = float(np.mean(new_returns)) if new_returns else math.nan
-            put_newest(eval_queue, (step, episodes, explore_return, stats, cpu_state_dict(agent.act), reason))
-            new_returns = []
+        put_newest(eval_queue, (step, episodes, explored, stats, weights, reason))  # the recorder evaluates when due
         if time.time() - last_save_time >= args.save_gap:
             save()
             last_save_time = time.time()
@@ -774,17 +817,20 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
     with open(config_path) as f:
         config = json.load(f)
     agent_class = Arguments(agent=config["agent"]).get_agent_class()
-    try:
-        env, env_info = prepare_env(gym.make(config["env"], render_mode="rgb_array"))
+    try:  # the first episode is rendered for the GIF
+        envs = [prepare_env(gym.make(config["env"], render_mode="rgb_array" if i == 0 else None))[0]
+                for i in range(episodes or config["eval_times"])]
     except gym.error.Error as error:
         raise ValueError(f"replay makes the env from config.json's id {config['env']!r}, which gymnasium does not know "
                          f"({error}); replay works for runs of registered environments") from None
+    env_info = prepare_env(envs[0])[1]
     agent = agent_class(config["net_dim"], env_info.state_dim, env_info.action_dim)
     agent.act.load_state_dict(load_weights(actor_path, agent.device))
-    env.reset(seed=config["seed"])
+    for i, env in enumerate(envs):
+        env.reset(seed=config["seed"] + i)
 
     frames = []
-    results = [run_episode(env, agent, frames if i == 0 else None) for i in range(episodes or config["eval_times"])]
+    results = run_episodes(envs, agent, frames)
     returns, lengths = np.array(results).T
     gif_path = os.path.join(cwd, "replay.gif")
     write_gif(frames, gif_path, title=f"{config['agent']} on {config['env']}: return {returns[0]:.1f}")

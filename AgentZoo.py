@@ -41,6 +41,11 @@ def optimizer_step(optimizer: torch.optim.Optimizer, objective: torch.Tensor, cl
     optimizer.step()
 
 
+def new_adam(params, learning_rate: float, device: torch.device) -> torch.optim.Adam:
+    """Adam with torch's fused kernel where it has one (CPU, CUDA): one kernel per step, not a loop over tensors."""
+    return torch.optim.Adam(params, learning_rate, fused=device.type in ("cpu", "cuda"))
+
+
 def load_weights(path: str, device) -> dict | torch.Tensor:
     """torch.load with weights_only=True: tensors and plain containers only, never pickled code. Any failure
     (missing, truncated, corrupted, or carrying code) is reported with the file's path."""
@@ -188,8 +193,8 @@ class AgentBase:
         self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
         self.act_target = frozen_copy(self.act) if self.if_act_target else None
         self.cri_target = frozen_copy(self.cri) if self.if_cri_target else None
-        self.act_optimizer = torch.optim.Adam(self.act.parameters(), self.learning_rate)
-        self.cri_optimizer = torch.optim.Adam(self.cri.parameters(), self.learning_rate)
+        self.act_optimizer = new_adam(self.act.parameters(), self.learning_rate, self.device)
+        self.cri_optimizer = new_adam(self.cri.parameters(), self.learning_rate, self.device)
 
     # -- acting --
 
@@ -239,7 +244,9 @@ class AgentBase:
             sum_obj_critic = sum_obj_critic + obj_critic.detach()  # summed on the device: no sync per step
 
             if self.act_optimizer is not None and update_i % self.policy_delay == 0:
+                self.cri.requires_grad_(False)  # the actor's objective passes through the critic: no gradients for it
                 obj_actor = self.get_obj_actor(batch)
+                self.cri.requires_grad_(True)
                 optimizer_step(self.act_optimizer, obj_actor)
                 if self.act_target is not None:
                     soft_update(self.act_target, self.act, self.soft_update_tau)
@@ -313,7 +320,7 @@ class AgentDQN(AgentBase):
         self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
         self.act = self.cri
         self.cri_target = frozen_copy(self.cri)
-        self.cri_optimizer = torch.optim.Adam(self.cri.parameters(), self.learning_rate)
+        self.cri_optimizer = new_adam(self.cri.parameters(), self.learning_rate, self.device)
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -386,7 +393,7 @@ class AgentSAC(AgentBase):
         super().init_networks()
         # alpha = exp(log_alpha) stays positive; it has its own optimizer, not a share of the actor's
         self.log_alpha = torch.tensor(np.log(self.alpha_init), dtype=torch.float32, device=self.device, requires_grad=True)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], self.learning_rate)
+        self.alpha_optimizer = new_adam([self.log_alpha], self.learning_rate, self.device)
         self.target_entropy = -float(self.action_dim)  # the heuristic of arXiv:1812.05905, section 5
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """The peer for time_to_target.py: one Stable-Baselines3 run with the rl-baselines3-zoo hyperparameters of
-its task, measured under our protocol (shared/BENCH.md): every eval_gap seconds of wall-clock, the mean
-return of 8 deterministic episodes on a separate env; the run stops at the task's target.
+its task, measured under our protocol (shared/BENCH.md) and our evaluator's schedule: the mean return of 8
+deterministic episodes on separate envs, at least eval_gap seconds apart; the run stops at the task's target.
 
     python benchmarks/peer_sb3.py algo=SAC env=Pendulum-v1 seed=0 max_time=600
 
@@ -8,6 +8,7 @@ It prints the same `Stop: <reason> at step N after S s` line as AgentRun.py. Ben
 stable-baselines3 (pip install -r benchmarks/requirements.txt); the library never imports it.
 """
 import math
+import os
 import sys
 import time
 
@@ -18,6 +19,9 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.noise import NormalActionNoise
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from AgentRun import Arguments, Evaluator  # noqa: E402  (the evaluation protocol's numbers, shared with ours)
 
 ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "SAC": SAC, "TD3": TD3}
 TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0}
@@ -60,21 +64,26 @@ ZOO = {
 
 
 class TimeToTarget(BaseCallback):
-    """Evaluates every eval_gap seconds as AgentRun's Evaluator does, and stops training at the target."""
+    """Evaluates as AgentRun's Evaluator does: eval_times episodes side by side (one per env of a vector env),
+    at least eval_gap seconds apart and far enough apart that evaluating takes at most Evaluator.eval_share of
+    the run; stops training at the target."""
 
-    def __init__(self, eval_env, target: float, eval_gap: float, eval_times: int, max_time: float):
+    def __init__(self, eval_env, target: float, eval_gap: float, max_time: float):
         super().__init__()
-        self.eval_env, self.target, self.eval_gap, self.eval_times, self.max_time = eval_env, target, eval_gap, eval_times, max_time
-        self.start_time, self.last_eval_time, self.reason = 0.0, -math.inf, None
+        self.eval_env, self.target, self.eval_gap, self.max_time = eval_env, target, eval_gap, max_time
+        self.start_time, self.last_eval_time, self.eval_seconds, self.reason = 0.0, -math.inf, 0.0, None
 
     def _on_training_start(self):
         self.start_time = time.time()
 
     def _on_step(self) -> bool:
-        if time.time() - self.last_eval_time < self.eval_gap:
+        share = Evaluator.eval_share
+        if time.time() - self.last_eval_time < max(self.eval_gap, self.eval_seconds * (1 - share) / share):
             return True
+        start = time.time()
+        avg_return = evaluate_policy(self.model, self.eval_env, n_eval_episodes=self.eval_env.num_envs, deterministic=True)[0]
         self.last_eval_time = time.time()
-        avg_return = evaluate_policy(self.model, self.eval_env, n_eval_episodes=self.eval_times, deterministic=True)[0]
+        self.eval_seconds = self.last_eval_time - start
         print(f"{self.num_timesteps:>10d} {time.time() - self.start_time:>8.1f} {avg_return:>10.1f}", flush=True)
         if avg_return >= self.target:
             self.reason = f"reached target_return {self.target} (evaluation mean {avg_return:.1f})"
@@ -86,7 +95,7 @@ class TimeToTarget(BaseCallback):
 def main(argv: list[str]):
     options = dict(item.split("=", 1) for item in argv)
     algo, env_id, seed = options["algo"], options["env"], int(options.get("seed", 0))
-    max_time, eval_gap = float(options.get("max_time", 1800)), float(options.get("eval_gap", 5))
+    max_time, eval_gap = float(options.get("max_time", 1800)), float(options.get("eval_gap", Arguments.eval_gap))
     if (algo, env_id) not in ZOO:
         raise SystemExit(f"no zoo hyperparameters here for {algo} on {env_id}; known: {sorted(ZOO)}")
     n_timesteps, n_envs, kwargs = ZOO[algo, env_id]
@@ -96,9 +105,9 @@ def main(argv: list[str]):
     if "noise_std" in kwargs:
         action_dim = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
-    eval_env = make_vec_env(env_id, n_envs=1, seed=seed + 1000)
+    eval_env = make_vec_env(env_id, n_envs=Arguments.eval_times, seed=seed + 1000)  # one episode per env
     model = ALGOS[algo]("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
-    callback = TimeToTarget(eval_env, TARGETS[env_id], eval_gap, 8, max_time)
+    callback = TimeToTarget(eval_env, TARGETS[env_id], eval_gap, max_time)
     model.learn(total_timesteps=n_timesteps or 10 ** 9, callback=callback)
     reason = callback.reason or f"reached the zoo's n_timesteps {n_timesteps}"
     print(f"Stop: {reason} at step {model.num_timesteps} after {time.time() - callback.start_time:.1f} s")
