@@ -81,7 +81,7 @@ def median_seconds(rows: list[dict]) -> float:
     return statistics.median(row["seconds"] if row["solved"] else math.inf for row in rows)
 
 
-def print_table(results: dict, seeds: list[int], commit: str):
+def print_table(results: dict, seeds: list[int], commit: str, max_time: float):
     """A markdown table: per task and runner, solved seeds, median and spread of seconds and steps to target,
     and for ours the ratio of the peer family's median seconds to ours (above 1: we are faster)."""
     print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {datetime.date.today().isoformat()}\n")
@@ -94,8 +94,9 @@ def print_table(results: dict, seeds: list[int], commit: str):
         steps = f"{statistics.median(r['steps'] for r in solved):.0f}" if solved else "-"
         peer_rows = results.get((env, PEER_PREFIX + FAMILY.get(name, ""), "sb3"))
         ratio = "-"
-        if peer_rows is not None and math.isfinite(median):
-            ratio = f"{median_seconds(peer_rows) / median:.1f}x"
+        if peer_rows is not None and math.isfinite(median):  # a failed peer: at least its budget over our median
+            peer_median = median_seconds(peer_rows)
+            ratio = f"{peer_median / median:.1f}x" if math.isfinite(peer_median) else f"> {max_time / median:.1f}x"
         print(f"| {env} | {name} | {rows[0]['loop']} | {len(solved)}/{len(rows)} | "
               f"{f'{median:.1f}' if math.isfinite(median) else 'failed'} | {spread} | {steps} | {ratio} |")
 
@@ -115,7 +116,7 @@ def main(argv: list[str]):
                 csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
                                         result["solved"], result["loop"]])
             print(f"{name} {env} seed {seed} {loop}: {result}", flush=True)
-    print_table(results, seeds, commit)
+    print_table(results, seeds, commit, max_time)
 
 
 if __name__ == "__main__":
