@@ -285,7 +285,8 @@ class Evaluator:
         self.plot_path = None
         self.if_legend_printed = False
         self.last_eval_time, self.eval_seconds = -math.inf, 0.0  # when the last evaluation ended; its episodes' seconds
-        self.last_plot_time, self.plotted_rows, self.episodes = -math.inf, 0, 0
+        # the first redraw after plot_gap: a run that ends sooner is drawn once, by finish()
+        self.last_plot_time, self.plotted_rows, self.episodes = self.start_time, 0, 0
 
     def state_dict(self) -> dict:
         return {"seconds": time.time() - self.start_time, "best_return": self.best_return,

@@ -14,6 +14,7 @@ A run that stops without reaching the target counts as a failure (an infinite ti
 """
 import csv
 import datetime
+import json
 import math
 import os
 import re
@@ -56,12 +57,18 @@ def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict
             command = [sys.executable, "AgentRun.py", f"agent={name}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
                        f"max_time={max_time}"] + ([] if loop == "default" else [f"if_multiprocess={loop == 'mp'}"])
         out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max_time + 300)
-    match = STOP_LINE.search(out.stdout)
-    if out.returncode != 0 or match is None:
-        raise RuntimeError(f"{' '.join(command)} failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+        match = STOP_LINE.search(out.stdout)
+        if out.returncode != 0 or match is None:
+            raise RuntimeError(f"{' '.join(command)} failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+        steps, seconds, solved = int(match["steps"]), float(match["seconds"]), match["reason"].startswith("reached target_return")
+        if solved and loop != "sb3":  # the row of the evaluation that reached the target, not the stop after it
+            with open(os.path.join(cwd, "run", "config.json")) as f:  # (the last plot and checkpoint); the peer
+                target = json.load(f)["target_return"]  # stops at once
+            with open(os.path.join(cwd, "run", "recorder.csv")) as f:
+                row = next(row for row in csv.DictReader(f) if float(row["avg_return"]) >= target)
+            steps, seconds = int(row["step"]), float(row["seconds"])
     ran = loop if loop == "sb3" else "mp" if "| multiprocess:" in out.stdout else "serial"
-    return {"steps": int(match["steps"]), "seconds": float(match["seconds"]),
-            "solved": match["reason"].startswith("reached target_return"), "loop": ran}
+    return {"steps": steps, "seconds": seconds, "solved": solved, "loop": ran}
 
 
 def plan_runs(options: dict) -> list[tuple[str, str, str]]:
