@@ -66,7 +66,7 @@ def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict
                 target = json.load(f)["target_return"]  # stops at once
             with open(os.path.join(cwd, "run", "recorder.csv")) as f:
                 row = next(row for row in csv.DictReader(f) if float(row["avg_return"]) >= target)
-            steps, seconds = int(row["step"]), float(row["seconds"])
+            steps, seconds = int(row["step"]), round(float(row["seconds"]), 1)
     ran = loop if loop == "sb3" else "mp" if "| multiprocess:" in out.stdout else "serial"
     return {"steps": steps, "seconds": seconds, "solved": solved, "loop": ran}
 
