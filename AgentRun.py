@@ -269,7 +269,7 @@ def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
 class Evaluator:
     """Runs the deterministic policy for one episode in each of its eval envs side by side, prints one fixed-width
     row per evaluation, appends the row to recorder.csv, saves actor.pt whenever the evaluation mean improves,
-    and redraws the learning curve."""
+    and redraws the learning curve at most every plot_gap seconds."""
 
     eval_share = 0.1  # evaluations are spaced so that they take at most this share of the run's time
     plot_gap = 10.0  # seconds between redraws of the plot (one costs about 0.3 s); finish() draws the last rows
@@ -281,12 +281,12 @@ class Evaluator:
         self.writer = SummaryWriter(cwd) if if_tensorboard else None
         self.start_time = time.time()
         self.best_return = -math.inf
-        self.history = []  # one dict per evaluation: the recorder.csv row and the mean episode length
+        self.history = []  # one dict per evaluation: the recorder.csv row, the mean episode length, the episodes so far
         self.plot_path = None
         self.if_legend_printed = False
         self.last_eval_time, self.eval_seconds = -math.inf, 0.0  # when the last evaluation ended; its episodes' seconds
         # the first redraw after plot_gap: a run that ends sooner is drawn once, by finish()
-        self.last_plot_time, self.plotted_rows, self.episodes = self.start_time, 0, 0
+        self.last_plot_time, self.plotted_rows = self.start_time, 0
 
     def state_dict(self) -> dict:
         return {"seconds": time.time() - self.start_time, "best_return": self.best_return,
@@ -302,13 +302,15 @@ class Evaluator:
         self.plotted_rows = len(self.history)
 
     def if_due(self) -> bool:
-        """Whether eval_gap seconds have passed since the last evaluation, and enough more that evaluating
-        takes at most eval_share of the run (a long-surviving policy makes its episodes slow). eval_gap=0
-        evaluates after every update round, however long that takes: runs reproducible step for step."""
-        if self.eval_gap == 0:
-            return True
-        wait = max(self.eval_gap, self.eval_seconds * (1 - self.eval_share) / self.eval_share)
-        return time.time() - self.last_eval_time >= wait
+        """Whether the wait after the last evaluation has passed. eval_gap=0 evaluates after every update round,
+        however long that takes: runs reproducible step for step."""
+        return self.eval_gap == 0 or time.time() - self.last_eval_time >= self.wait_seconds(self.eval_gap, self.eval_seconds)
+
+    @classmethod
+    def wait_seconds(cls, eval_gap: float, eval_seconds: float) -> float:
+        """Seconds between an evaluation that took eval_seconds and the next: eval_gap, or more so that evaluating
+        takes at most eval_share of the run (a long-surviving policy makes its episodes slow)."""
+        return max(eval_gap, eval_seconds * (1 - cls.eval_share) / cls.eval_share)
 
     def evaluate_and_save(self, agent: AgentBase, step: int, episodes: int, explore_return: float,
                           stats: dict[str, float]) -> float:
@@ -332,12 +334,11 @@ class Evaluator:
         with open(os.path.join(self.cwd, "recorder.csv"), "a", newline="") as f:
             csv.writer(f).writerow(row.values())
         print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:]))
-        self.history.append(row | {"avg_length": float(np.mean(lengths))})
+        self.history.append(row | {"avg_length": float(np.mean(lengths)), "episodes": episodes})
         if self.writer is not None:
             for name, value in list(row.items())[1:] + [("avg_length", self.history[-1]["avg_length"])]:
                 self.writer.add_scalar(name, value, step)
             self.writer.flush()
-        self.episodes = episodes
         if time.time() - self.last_plot_time >= self.plot_gap:
             self.plot()
         self.last_eval_time = time.time()
@@ -376,8 +377,7 @@ class Evaluator:
             ax_actor.plot(steps, column("obj_actor"), color="darkgreen", linestyle="--", label="obj_actor")
             ax_actor.set_ylabel("obj_actor (dashed)", color="darkgreen")
         ax_objective.set_xlabel("environment steps")
-        seconds = history[-1]["seconds"]
-        episodes = self.episodes
+        seconds, episodes = history[-1]["seconds"], history[-1]["episodes"]
         fig.suptitle(f"{self.title}: {episodes} episodes, {steps[-1]} steps, {int(seconds)} s")
 
         path = os.path.join(self.cwd, f"plot_{episodes}E_{steps[-1]}T_{int(seconds)}s.png")
@@ -413,7 +413,7 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
 
 
 def train_and_evaluate(args: Arguments) -> dict:
-    """The serial loop: explore target_step steps, update, evaluate every eval_gap seconds, checkpoint every
+    """The serial loop: explore target_step steps, update, evaluate when due (Evaluator.if_due), checkpoint every
     save_gap seconds, until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C.
     Returns a summary of how it stopped. Runs train_and_evaluate_mp instead where if_multiprocess asks for it
     (None: the agent's default, the loop measured faster for it)."""
@@ -553,7 +553,7 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
     agent_class = args.get_agent_class()
     env_info = prepare_env(args.env)[1]
     args.init_before_training(agent_class, env_info)
-    run_state = read_run_state(args.cwd) if args.if_resume else {"step": 0, "evaluator": None}
+    run_state = read_run_state(args.cwd) if args.if_resume else {"step": 0, "episodes": 0, "evaluator": None}
     step = run_state["step"]
     ctx = mp.get_context(args.start_method)
     stop_event, error_queue = ctx.Event(), ctx.Queue()
@@ -575,20 +575,22 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
           f"{children[1].pid} | cwd {args.cwd} | target_return {args.target_return}"
           + (f" | resumed at step {step}" if args.if_resume else ""), flush=True)
 
-    stop_reason, explored_before = None, (0, 0.0)  # the learner's (episodes, sum of their returns) at the last row
+    # the learner's episodes and the sum of their returns in this session, at the last row
+    stop_reason, explored_before = None, (run_state["episodes"], 0.0)
     try:
         while stop_reason is None:
             failed = [child for child in children if child.exitcode not in (None, 0)]
             if failed:
                 raise RuntimeError(describe_failure(failed[0], error_queue))
             try:
-                step, episodes, explored, stats, weights, learner_reason = eval_queue.get(timeout=0.2)
+                step, episodes, return_sum, stats, weights, learner_reason = eval_queue.get(timeout=0.2)
             except queue.Empty:
                 continue
             if learner_reason is None and not evaluator.if_due():
                 continue  # the learner sends every round; the newest one is evaluated when one is due
-            new_episodes, new_return_sum = explored[0] - explored_before[0], explored[1] - explored_before[1]
-            explore_return, explored_before = (new_return_sum / new_episodes if new_episodes else math.nan), explored
+            new_episodes, new_return_sum = episodes - explored_before[0], return_sum - explored_before[1]
+            explore_return = new_return_sum / new_episodes if new_episodes else math.nan
+            explored_before = episodes, return_sum
             agent.act.load_state_dict(weights)
             avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
             put_newest(recorder_queue, evaluator.state_dict())  # for the learner's next checkpoint
@@ -723,7 +725,7 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
     print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
     weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
     put_newest(weights_queue, cpu_state_dict(agent.act))
-    explored, last_save_time, reason = (0, 0.0), time.time(), None  # this session's episodes and their return sum
+    return_sum, last_save_time, reason = 0.0, time.time(), None  # return_sum: of this session's episodes
 
     def save(if_final: bool = False):
         nonlocal recorder_state
@@ -742,7 +744,7 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
         check_finite(trajectory, step, args.num_envs, save)
         buffer.extend(*trajectory)  # both buffers move it to the learner's device
         step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
-        episodes, explored = episodes + len(returns), (explored[0] + len(returns), explored[1] + sum(returns))
+        episodes, return_sum = episodes + len(returns), return_sum + sum(returns)
         if args.agent.if_off_policy and buffer.cur_len < args.batch_size:
             continue
         stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
@@ -750,7 +752,7 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
         put_newest(weights_queue, weights)
 
         reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - start_time)
-        put_newest(eval_queue, (step, episodes, explored, stats, weights, reason))  # the recorder evaluates when due
+        put_newest(eval_queue, (step, episodes, return_sum, stats, weights, reason))  # the recorder evaluates when due
         if time.time() - last_save_time >= args.save_gap:
             save()
             last_save_time = time.time()

@@ -313,7 +313,8 @@ class AgentDQN(AgentBase):
     if_discrete = True
     hyper_defaults = AgentBase.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      # CartPole, 3 seeds each of DQN, DoubleDQN and D3QN: all solved in
-                                                     # 7k-20k steps; 1e-3 and 5e-3 collapsed on some (History/UPDATE_LOG)
+                                                     # 7k-20k steps; learning_rate 1e-3 with tau 5e-3 or 0.02 collapsed
+                                                     # on some seeds (History/UPDATE_LOG.md)
                                                      learning_rate=5e-4, soft_update_tau=0.02)
     criterion = nn.SmoothL1Loss()
     cri_class = QNet

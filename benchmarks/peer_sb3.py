@@ -77,8 +77,7 @@ class TimeToTarget(BaseCallback):
         self.start_time = time.time()
 
     def _on_step(self) -> bool:
-        share = Evaluator.eval_share
-        if time.time() - self.last_eval_time < max(self.eval_gap, self.eval_seconds * (1 - share) / share):
+        if time.time() - self.last_eval_time < Evaluator.wait_seconds(self.eval_gap, self.eval_seconds):
             return True
         start = time.time()
         avg_return = evaluate_policy(self.model, self.eval_env, n_eval_episodes=self.eval_env.num_envs, deterministic=True)[0]
