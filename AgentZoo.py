@@ -490,10 +490,13 @@ class AgentPPO(AgentBase):
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         update_times = 0
         for _ in range(max(1, round(repeat_times))):
-            for idx in torch.randperm(states.shape[0], device=self.device).split(batch_size):
-                obj_critic = self.criterion(self.cri(states[idx]), returns[idx])
+            # one shuffled copy per epoch, cut into minibatch views: five gathers per epoch, not per minibatch
+            perm = torch.randperm(states.shape[0], device=self.device)
+            minibatches = (tensor[perm].split(batch_size) for tensor in (states, actions, log_probs, advantages, returns))
+            for state, action, log_prob, advantage, ret in zip(*minibatches, strict=True):
+                obj_critic = self.criterion(self.cri(state), ret)
                 optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
-                obj_actor = self.get_obj_actor((states[idx], actions[idx], log_probs[idx], advantages[idx]))
+                obj_actor = self.get_obj_actor((state, action, log_prob, advantage))
                 optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
                 sum_obj_critic, sum_obj_actor = sum_obj_critic + obj_critic.detach(), sum_obj_actor + obj_actor.detach()
                 update_times += 1
