@@ -41,10 +41,6 @@ class QNet(nn.Module):
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(state)  # (batch, action_dim)
 
-    def get_q_heads(self, state: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """All Q estimates this network holds: one here, two in the twin variants."""
-        return (self(state),)
-
 
 class QNetDuel(QNet):
     """Dueling heads: Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a') (Wang et al. arXiv:1511.06581, eq. 9)."""
@@ -59,30 +55,6 @@ class QNetDuel(QNet):
         hidden = self.net(state)  # (batch, net_dim)
         advantage = self.advantage(hidden)  # (batch, action_dim)
         return self.value(hidden) + advantage - advantage.mean(dim=-1, keepdim=True)
-
-
-class QNetTwin(nn.Module):
-    """Two independent Q-networks; the agent bootstraps from the smaller (clipped double Q-learning,
-    Fujimoto et al. arXiv:1802.09477, eq. 10). Acting uses the first."""
-
-    q_class = QNet
-
-    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
-        super().__init__()
-        self.q1 = self.q_class(net_dim, state_dim, action_dim)
-        self.q2 = self.q_class(net_dim, state_dim, action_dim)
-
-    def forward(self, state: torch.Tensor) -> torch.Tensor:
-        return self.q1(state)  # (batch, action_dim)
-
-    def get_q_heads(self, state: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return self.q1(state), self.q2(state)
-
-
-class QNetTwinDuel(QNetTwin):
-    """Twin dueling Q-networks (the network of D3QN)."""
-
-    q_class = QNetDuel
 
 
 # ---- actors (continuous actions) ----

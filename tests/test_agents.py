@@ -52,26 +52,19 @@ def test_dqn_family_td_target_by_hand(agent_class):
     agent = agent_class(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", gamma=GAMMA)
     state, reward, not_terminated, next_state = hand_batch()
     action = torch.tensor([[0], [1], [1]])
-    # target Q(s', .) = [2, 5] (and [3, 4] for the twin): bootstrap value max_a min_heads = 5 (DQN) or 4 (twins)
-    target_heads = [agent.cri_target] if agent_class is AgentDQN else [agent.cri_target.q1, agent.cri_target.q2]
-    online_heads = [agent.cri] if agent_class is AgentDQN else [agent.cri.q1, agent.cri.q2]
-    for head, bias in zip(target_heads, ([2.0, 5.0], [3.0, 4.0])):
-        if agent_class is AgentD3QN:  # dueling: Q = V + A - mean(A); V = 0, A = bias gives Q = bias - mean(bias)
-            set_constant_output(head.value, [0.0])
-            set_constant_output(head.advantage, bias)
+    # target Q(s', .) = [2, 5], online Q(., .) = [1.5, 0.5] for every state. DQN bootstraps from the target's max, 5;
+    # Double DQN from the target's value of the online network's argmax (action 0), 2.
+    for net, q in ((agent.cri_target, [2.0, 5.0]), (agent.cri, [1.5, 0.5])):
+        if agent_class is AgentD3QN:  # dueling: Q = V + A - mean(A); V = 0, A = q gives Q = q - mean(q)
+            set_constant_output(net.value, [0.0])
+            set_constant_output(net.advantage, q)
         else:
-            set_constant_output(head.net[-1], bias)
-    for head in online_heads:  # online Q(s, .) = [0.5, 1.5] for every state
-        if agent_class is AgentD3QN:
-            set_constant_output(head.value, [1.0])
-            set_constant_output(head.advantage, [-0.5, 0.5])
-        else:
-            set_constant_output(head.net[-1], [0.5, 1.5])
+            set_constant_output(net.net[-1], q)
 
-    next_q = {AgentDQN: 5.0, AgentDoubleDQN: 4.0, AgentD3QN: 0.5}[agent_class]  # D3QN: min([-1.5, 1.5], [-0.5, 0.5]) -> max 0.5
+    next_q = {AgentDQN: 5.0, AgentDoubleDQN: 2.0, AgentD3QN: -1.5}[agent_class]  # D3QN: target [-1.5, 1.5], online argmax 0
     q_target = torch.tensor([1 + GAMMA * next_q, 2.0, 3 + GAMMA * next_q])  # the terminated one keeps its reward only
-    q_taken = torch.tensor([0.5, 1.5, 1.5])
-    expected = torch.nn.functional.smooth_l1_loss(q_taken, q_target) * (1 if agent_class is AgentDQN else 2)
+    q_taken = torch.tensor([1.5, 0.5, 0.5]) - (1.0 if agent_class is AgentD3QN else 0.0)  # dueling: centred, [0.5, -0.5]
+    expected = torch.nn.functional.smooth_l1_loss(q_taken, q_target)
 
     batch = (state, action, reward, not_terminated, next_state)
     assert torch.allclose(agent.get_next_q(next_state), torch.full((3,), next_q))

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from AgentNet import Actor, ActorSAC, Critic, CriticTwin, QNet, QNetDuel, QNetTwin, QNetTwinDuel, build_mlp
+from AgentNet import Actor, ActorSAC, Critic, CriticTwin, QNet, QNetDuel, build_mlp
 
 STATE_DIM, ACTION_DIM, NET_DIM, BATCH = 5, 3, 32, 7
 
@@ -14,22 +14,11 @@ def test_build_mlp_layers_and_output_shape():
     assert net(torch.randn(6, 4)).shape == (6, 2)
 
 
-@pytest.mark.parametrize("net_class", [QNet, QNetDuel, QNetTwin, QNetTwinDuel])
+@pytest.mark.parametrize("net_class", [QNet, QNetDuel])
 def test_q_networks_shapes(net_class):
     net = net_class(NET_DIM, STATE_DIM, ACTION_DIM)
-    state = torch.randn(BATCH, STATE_DIM)
-    assert net(state).shape == (BATCH, ACTION_DIM)
-    heads = net.get_q_heads(state)
-    assert len(heads) == (2 if net_class in (QNetTwin, QNetTwinDuel) else 1)
-    assert all(q.shape == (BATCH, ACTION_DIM) for q in heads)
-    assert torch.equal(heads[0], net(state))  # acting follows the first head
+    assert net(torch.randn(BATCH, STATE_DIM)).shape == (BATCH, ACTION_DIM)
     assert net(torch.randn(STATE_DIM)).shape == (ACTION_DIM,)  # one unbatched state
-
-
-def test_twin_heads_are_independent():
-    net = QNetTwin(NET_DIM, STATE_DIM, ACTION_DIM)
-    q1, q2 = net.get_q_heads(torch.randn(BATCH, STATE_DIM))
-    assert not torch.allclose(q1, q2)
 
 
 def test_dueling_advantage_has_zero_mean():
