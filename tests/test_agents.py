@@ -212,6 +212,13 @@ def test_load_refuses_pickled_code(tmp_path):
         agent.save_or_load_agent(str(tmp_path), if_save=False)
 
 
+def test_load_of_another_networks_checkpoint_names_the_file(tmp_path):
+    AgentD3QN(NET_DIM * 2, STATE_DIM, 2, device="cpu").save_or_load_agent(str(tmp_path), if_save=True)
+    agent = AgentD3QN(NET_DIM, STATE_DIM, 2, device="cpu")
+    with pytest.raises(ValueError, match=r"cri\.pt does not fit AgentD3QN's cri \(net_dim 16.*another agent, network size"):
+        agent.save_or_load_agent(str(tmp_path), if_save=False)
+
+
 def test_unknown_hyperparameter_is_refused():
     with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) \['explore_rate'\].*accepts"):
         AgentSAC(NET_DIM, STATE_DIM, ACTION_DIM, explore_rate=0.1)
