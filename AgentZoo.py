@@ -296,8 +296,9 @@ class AgentBase:
                 with torch.no_grad():
                     obj.copy_(load_weights(path, self.device))
             else:
+                state_dict = load_weights(path, self.device)  # an unreadable file has its own error
                 try:
-                    obj.load_state_dict(load_weights(path, self.device))
+                    obj.load_state_dict(state_dict)
                 except (RuntimeError, ValueError, KeyError) as error:  # shapes or keys of another network or version
                     raise ValueError(f"{path} does not fit {type(self).__name__}'s {name} (net_dim {self.net_dim}, "
                                      f"state_dim {self.state_dim}, action_dim {self.action_dim}): it was saved by "
