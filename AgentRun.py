@@ -49,6 +49,7 @@ class Arguments:
     target_step: int | None = None  # environment steps explored between two updates (all envs together), > 0
     repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
     num_envs: int | None = None  # vectorised environments an on-policy agent explores with; off-policy: 1
+    random_steps: int | None = None  # off-policy: steps of uniformly random actions before learning starts, >= 0
 
     break_step: int = 2 ** 20  # stop after this many environment steps, > 0
     max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
@@ -103,6 +104,13 @@ class Arguments:
         if agent_class.if_off_policy and self.num_envs != 1:
             raise ValueError(f"num_envs={self.num_envs} is not accepted: off-policy agents such as "
                              f"{agent_class.__name__} explore one environment in the serial loop (num_envs=1)")
+        if not agent_class.if_off_policy and self.random_steps is not None:
+            raise ValueError(f"random_steps={self.random_steps} is not accepted: {agent_class.__name__} learns on-policy, "
+                             f"from its own policy's rollouts only; random_steps is for off-policy agents")
+        if agent_class.if_off_policy and self.break_step <= self.random_steps:
+            raise ValueError(f"break_step={self.break_step} is not accepted: {agent_class.__name__} explores at random "
+                             f"for its first random_steps={self.random_steps} steps and learns only after them; "
+                             f"pass a break_step above random_steps, or a smaller random_steps")
 
         if_earlier_run = any(os.path.exists(os.path.join(self.cwd, name)) for name in ("recorder.csv", "config.json", "checkpoint"))
         if self.if_resume:
@@ -125,7 +133,7 @@ class Arguments:
             "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
             "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "max_memo": (lambda v: v > 0, "> 0"),
             "target_step": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
-            "num_envs": (lambda v: v > 0, "> 0"),
+            "num_envs": (lambda v: v > 0, "> 0"), "random_steps": (lambda v: v >= 0, ">= 0"),
             "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
             "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
             "save_gap": (lambda v: v > 0, "> 0"),
@@ -136,8 +144,8 @@ class Arguments:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
                 raise ValueError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
-        for name in ("num_threads", "net_dim", "batch_size", "max_memo", "target_step", "num_envs", "break_step",
-                     "eval_times"):
+        for name in ("num_threads", "net_dim", "batch_size", "max_memo", "target_step", "num_envs", "random_steps",
+                     "break_step", "eval_times"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), int):
                 raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {name} must be an integer")
 
@@ -449,11 +457,12 @@ def train_and_evaluate(args: Arguments) -> dict:
     episodes_seen, last_save_time, stop_reason = 0, time.time(), None
     try:
         while stop_reason is None:
-            trajectory = agent.explore_env(env, horizon)
+            trajectory = explore(agent, env, horizon, args, step)
             check_finite(trajectory, step, args.num_envs, save)
             buffer.extend(*trajectory)
             step += horizon * args.num_envs
-            if agent_class.if_off_policy and buffer.cur_len < args.batch_size:
+            if not if_learning(args, step):
+                buffer.add_size = 0  # transitions from before learning starts are not paid for with updates
                 continue
             stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
 
@@ -525,6 +534,21 @@ def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | R
     if args.agent.if_off_policy:
         return ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
     return RolloutBuffer(device)
+
+
+def explore(agent: AgentBase, env, horizon: int, args: Arguments, step: int) -> tuple[torch.Tensor, ...]:
+    """One round of exploration from `step` on: with uniformly random actions while step < random_steps
+    (off-policy agents), which covers the action space before the policy narrows it (TD3 paper, section 6.1)."""
+    if agent.if_off_policy and step < args.random_steps:
+        return agent.explore_env(env, horizon, if_random=True)
+    return agent.explore_env(env, horizon)
+
+
+def if_learning(args: Arguments, step: int) -> bool:
+    """Whether to update after exploring up to `step`: on-policy always; off-policy once the random warm-up is
+    over and a batch is stored. The loops then zero buffer.add_size, so that the first update round trains on one
+    round's worth of transitions (the TD3 paper's warm-up is not paid for with updates either)."""
+    return not args.agent.if_off_policy or step >= max(args.random_steps, args.batch_size)
 
 
 def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save):
@@ -694,10 +718,11 @@ def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weight
     agent.last_state = env.reset(seed=args.seed + start_step)[0]  # as in the serial loop: resumed runs start new episodes
     horizon = max(1, args.target_step // args.num_envs)
     trajectory_queue.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
-    weights, episodes_sent = get_until_stopped(weights_queue, stop_event), 0
+    weights, episodes_sent, step = get_until_stopped(weights_queue, stop_event), 0, start_step
     while weights is not None:
         agent.act.load_state_dict(weights)
-        trajectory = agent.explore_env(env, horizon)
+        trajectory = explore(agent, env, horizon, args, step)
+        step += horizon * args.num_envs
         new_episodes = env.episode_count - episodes_sent
         returns = [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
         episodes_sent = env.episode_count
@@ -745,7 +770,8 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
         buffer.extend(*trajectory)  # both buffers move it to the learner's device
         step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
         episodes, return_sum = episodes + len(returns), return_sum + sum(returns)
-        if args.agent.if_off_policy and buffer.cur_len < args.batch_size:
+        if not if_learning(args, step):
+            buffer.add_size = 0  # as in the serial loop
             continue
         stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
         weights = cpu_state_dict(agent.act)

@@ -126,6 +126,26 @@ def test_explore_env_keeps_truncation_apart_from_termination(terminate_at, time_
     assert agent.explore_env(env, 1)[0][0, 0] == 1
 
 
+def test_random_exploration_is_uniform_whatever_the_policy():
+    """The warm-up's actions cover the action space; the untrained policy's stay near its first guess."""
+    torch.manual_seed(0)
+    dqn = AgentDQN(NET_DIM, 1, 2, device="cpu")  # greedy on CounterEnv: nearly always one action
+    env = gym.wrappers.TimeLimit(CounterEnv(50), max_episode_steps=50)
+    greedy = dqn.explore_env(env, 400)[1]
+    uniform = dqn.explore_env(env, 400, if_random=True)[1]
+    assert max(greedy.float().mean(), 1 - greedy.float().mean()) > 0.85
+    assert 0.4 < uniform.float().mean() < 0.6 and uniform.shape == (400, 1) and uniform.dtype == torch.long
+
+    td3 = AgentTD3(NET_DIM, 3, 1, device="cpu")
+    env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1), np.float32(1))
+    env.reset(seed=0)
+    noisy = td3.explore_env(env, 400)[1]  # the policy's action near 0 plus noise of std 0.1
+    uniform = td3.explore_env(env, 400, if_random=True)[1]
+    assert (noisy.abs() > 0.5).float().mean() < 0.05
+    assert 0.4 < (uniform.abs() > 0.5).float().mean() < 0.6 and uniform.min() < -0.95 and uniform.max() > 0.95
+    assert uniform.shape == (400, 1) and uniform.abs().max() <= 1
+
+
 @pytest.mark.parametrize("agent_class", [AgentDQN, AgentDoubleDQN, AgentD3QN])
 def test_discrete_select_action(agent_class):
     agent = agent_class(NET_DIM, STATE_DIM, 4, device="cpu", explore_rate=1.0)

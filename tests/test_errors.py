@@ -93,6 +93,7 @@ def test_override_of_the_wrong_type(item, message):
     ("gamma", 1.5, r"in \(0, 1\]"), ("gamma", 0.0, r"in \(0, 1\]"), ("learning_rate", -1e-3, "> 0"),
     ("batch_size", 0, "> 0"), ("net_dim", -8, "> 0"), ("max_memo", 0, "> 0"), ("eval_times", 0, "> 0"),
     ("soft_update_tau", 2.0, r"in \(0, 1\]"), ("eval_gap", -1.0, ">= 0"), ("batch_size", 32.5, "integer"),
+    ("random_steps", -1, ">= 0"), ("random_steps", 100.5, "integer"),
 ])
 def test_bad_values_are_refused(field, value, accepted, tmp_path):
     args = Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "run"), **{field: value})
@@ -114,3 +115,17 @@ def test_command_line_refuses_unknown_key():
     assert result.returncode != 0
     assert "unknown key 'no_such_key'; Arguments has" in result.stderr and "break_step" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_random_steps_of_an_on_policy_agent_is_refused(tmp_path):
+    args = Arguments(agent="AgentPPO", env="Pendulum-v1", cwd=str(tmp_path / "run"), random_steps=1000)
+    with pytest.raises(ValueError, match=r"random_steps=1000 is not accepted: AgentPPO learns on-policy.*off-policy"):
+        train_and_evaluate(args)
+
+
+def test_break_step_within_the_random_warm_up_is_refused(tmp_path):
+    """A run that would stop before learning starts: said so, instead of quietly running past break_step."""
+    args = Arguments(agent="AgentTD3", env="Pendulum-v1", cwd=str(tmp_path / "run"), break_step=5000)
+    with pytest.raises(ValueError, match=r"break_step=5000 is not accepted: AgentTD3 explores at random for its first "
+                                         r"random_steps=10000 steps.*smaller random_steps"):
+        train_and_evaluate(args)

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from AgentNet import ActorSAC
-from AgentRun import Arguments, train_and_evaluate
+from AgentRun import Arguments, load_checkpoint, train_and_evaluate
+from AgentZoo import AgentTD3, ReplayBuffer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,8 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("AgentDQN", "CartPole-v1", 475, 40_000),
     ("AgentDoubleDQN", "CartPole-v1", 475, 40_000),
     ("AgentD3QN", "CartPole-v1", 475, 40_000),
-    ("AgentDDPG", "Pendulum-v1", -250, 12_000),
-    ("AgentTD3", "Pendulum-v1", -250, 12_000),
+    ("AgentDDPG", "Pendulum-v1", -250, 16_000),  # 10_000 of them random (train_defaults: random_steps)
+    ("AgentTD3", "Pendulum-v1", -250, 16_000),
     ("AgentDiscretePPO", "CartPole-v1", 475, 60_000),
     ("AgentPPO", "Pendulum-v1", -250, 150_000),
 ])
@@ -37,18 +38,41 @@ def test_agent_reaches_target(agent, env, target_return, break_step, tmp_path):
 @pytest.mark.parametrize("agent, break_step", [("AgentDDPG", 768), ("AgentTD3", 768), ("AgentSAC", 768),
                                                ("AgentPPO", 4096), ("AgentA2C", 512)])
 def test_continuous_agents_run_on_a_two_dimensional_action_space(agent, break_step, tmp_path):
-    """Pendulum has one action dimension, which hides shape mistakes that broadcast; LunarLander has two."""
+    """Pendulum has one action dimension, which hides shape mistakes that broadcast; LunarLander has two.
+    Off-policy agents explore at random for one round, then with their policy."""
+    random_steps = {"random_steps": 256} if agent in ("AgentDDPG", "AgentTD3", "AgentSAC") else {}
     args = Arguments(agent=agent, env="LunarLanderContinuous-v3", cwd=str(tmp_path / "run"), break_step=break_step,
-                     eval_times=1, target_return=1e9)
+                     eval_times=1, target_return=1e9, **random_steps)
     result = train_and_evaluate(args)
     assert result["stop_reason"] == f"reached break_step {break_step}" and result["step"] >= break_step
+
+
+@pytest.mark.parametrize("if_multiprocess", [False, True])
+def test_random_warm_up_comes_before_learning(if_multiprocess, tmp_path, monkeypatch):
+    """TD3 explores uniformly for random_steps, then learns; the first update round trains on one round's
+    transitions (target_step), not on the whole warm-up."""
+    add_sizes = []
+    update_net = AgentTD3.update_net
+    monkeypatch.setattr(AgentTD3, "update_net", lambda self, buffer, *a: add_sizes.append(buffer.add_size) or
+                        update_net(self, buffer, *a))
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentTD3", env="Pendulum-v1", cwd=cwd, random_steps=1024, break_step=2048,
+                                 eval_gap=0, target_return=1e9, if_multiprocess=if_multiprocess))
+    with open(os.path.join(cwd, "recorder.csv")) as f:
+        assert int(next(csv.DictReader(f))["step"]) == 1024  # the first update round ends the warm-up
+    buffer = ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
+    load_checkpoint(cwd, AgentTD3(128, 3, 1, device="cpu"), buffer)
+    warm_up = buffer.actions[:1024]
+    assert 0.4 < (warm_up.abs() > 0.5).float().mean() < 0.6 and warm_up.min() < -0.95 and warm_up.max() > 0.95
+    if not if_multiprocess:  # the learner process's calls are not seen here
+        assert add_sizes[:2] == [256, 256]
 
 
 def test_command_line_sac_solves_pendulum_and_writes_its_outputs(tmp_path):
     """DESIGN.md's example run: stops by itself at Pendulum's -200 with config, recorder and actor written."""
     cwd = tmp_path / "x"
     result = subprocess.run([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
-                             "break_step=12000", "eval_gap=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                             "break_step=16000", "eval_gap=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "Stop: reached target_return -200.0" in result.stdout
 
