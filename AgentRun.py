@@ -546,8 +546,8 @@ def explore(agent: AgentBase, env, horizon: int, args: Arguments, step: int) -> 
 
 def if_learning(args: Arguments, step: int) -> bool:
     """Whether to update after exploring up to `step`: on-policy always; off-policy once the random warm-up is
-    over and a batch is stored. The loops then zero buffer.add_size, so that the first update round trains on one
-    round's worth of transitions (the TD3 paper's warm-up is not paid for with updates either)."""
+    over and a batch is stored. While it is False the loops zero buffer.add_size, so that the first update round
+    trains on one round's worth of transitions (the TD3 paper's warm-up is not paid for with updates either)."""
     return not args.agent.if_off_policy or step >= max(args.random_steps, args.batch_size)
 
 

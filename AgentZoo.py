@@ -164,8 +164,9 @@ class AgentBase:
     train_defaults = dict(net_dim=128, batch_size=256, max_memo=2 ** 20, target_step=256, repeat_times=1.0, num_envs=1,
                           # Explore at random before learning starts, as the TD3 paper does (section 6.1). On
                           # LunarLanderContinuous-v3 without it TD3's deterministic policy settled into hovering in 2
-                          # of 3 seeds and SAC's seed 2 took 167k steps; with it SAC's took 27k, and Pendulum-v1 got
-                          # faster in seconds for DDPG, TD3 and SAC (History/UPDATE_LOG.md). AgentDQN sets 0.
+                          # of 3 seeds and SAC's seed 2 took 167k steps; with it TD3 solved 3 of 3, SAC's seed 2 took
+                          # 24k, and Pendulum-v1 took fewer seconds for DDPG, TD3 and SAC (History/benchmarks.csv).
+                          # AgentDQN sets 0: on CartPole a warm-up of 3000 made it slower (History/UPDATE_LOG.md).
                           random_steps=10_000,
                           if_multiprocess=False)  # the serial loop: SAC measured no faster in processes (History/)
     # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict.
