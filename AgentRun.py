@@ -48,7 +48,7 @@ class Arguments:
     max_memo: int | None = None  # replay buffer capacity in transitions, > 0
     target_step: int | None = None  # environment steps explored between two updates (all envs together), > 0
     repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
-    num_envs: int | None = None  # vectorised environments an on-policy agent explores with; off-policy: 1
+    num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
     random_steps: int | None = None  # off-policy: steps of uniformly random actions before learning starts, >= 0
 
     break_step: int = 2 ** 20  # stop after this many environment steps, > 0
@@ -101,9 +101,6 @@ class Arguments:
             except ImportError:
                 raise ValueError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
                                  "without it, recorder.csv and the plot hold the same numbers") from None
-        if agent_class.if_off_policy and self.num_envs != 1:
-            raise ValueError(f"num_envs={self.num_envs} is not accepted: off-policy agents such as "
-                             f"{agent_class.__name__} explore one environment in the serial loop (num_envs=1)")
         if not agent_class.if_off_policy and self.random_steps is not None:
             raise ValueError(f"random_steps={self.random_steps} is not accepted: {agent_class.__name__} learns on-policy, "
                              f"from its own policy's rollouts only; random_steps is for off-policy agents")
@@ -232,6 +229,18 @@ def build_env(env: str | gym.Env, num_envs: int | None = None) -> tuple[gym.Env,
     vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
                                           autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(vector_env), env_info
+
+
+def build_explore_env(args: "Arguments") -> gym.Env:
+    """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
+    vector env of num_envs (on-policy agents always get one)."""
+    return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs)[0]
+
+
+def episode_count(env: gym.Env) -> int:
+    """Episodes the explorer's env has finished, as a Python int: the vector wrapper counts in numpy integers,
+    which a weights_only checkpoint refuses to load."""
+    return int(env.episode_count)
 
 
 def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
@@ -432,7 +441,7 @@ def train_and_evaluate(args: Arguments) -> dict:
     agent_class = args.get_agent_class()
     env_info = prepare_env(args.env)[1]
     args.init_before_training(agent_class, env_info)
-    env = build_env(args.env, num_envs=None if agent_class.if_off_policy else args.num_envs)[0]
+    env = build_explore_env(args)
 
     torch.set_num_threads(args.num_threads)
     torch.manual_seed(args.seed)
@@ -451,7 +460,7 @@ def train_and_evaluate(args: Arguments) -> dict:
           f"target_return {args.target_return}" + (f" | resumed at step {step}" if args.if_resume else ""))
 
     def save():
-        save_checkpoint(args.cwd, agent, buffer, {"step": step, "episodes": episodes_before + env.episode_count,
+        save_checkpoint(args.cwd, agent, buffer, {"step": step, "episodes": episodes_before + episode_count(env),
                                                   "evaluator": evaluator.state_dict(), "torch_rng": torch.get_rng_state()})
 
     episodes_seen, last_save_time, stop_reason = 0, time.time(), None
@@ -468,9 +477,9 @@ def train_and_evaluate(args: Arguments) -> dict:
 
             if_last_round = limit_reason(args, step, time.time() - evaluator.start_time) is not None
             if evaluator.if_due() or if_last_round:
-                new_episodes = env.episode_count - episodes_seen
+                new_episodes = episode_count(env) - episodes_seen
                 explore_return = float(np.mean(list(env.return_queue)[-new_episodes:])) if new_episodes else math.nan
-                episodes_seen = env.episode_count
+                episodes_seen = episode_count(env)
                 avg_return = evaluator.evaluate_and_save(agent, step, episodes_before + episodes_seen, explore_return, stats)
                 if avg_return >= args.target_return:
                     stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
@@ -554,7 +563,8 @@ def if_learning(args: Arguments, step: int) -> bool:
 def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save):
     """Stop, with the run saved as it was before this trajectory, at the first step with a NaN or infinite
     value in any of its tensors (observation, reward, or the agent's own action): learning from it would
-    poison every network. Off-policy tensors are (horizon, ...), on-policy ones (horizon, num_envs, ...)."""
+    poison every network. Off-policy tensors are (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...),
+    both in step-then-env order."""
     lead_shape = trajectory[0].shape[:-1]  # states carry one feature dimension after the step dimensions
     finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in trajectory]).all(0)
     if not finite.all():
@@ -714,7 +724,7 @@ def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weight
     torch.set_num_threads(1)
     torch.manual_seed(args.seed + start_step + 1)  # the learner draws from seed: exploration noise gets its own stream
     agent = build_agent(args, env_info, device="cpu")
-    env = build_env(args.env, num_envs=None if args.agent.if_off_policy else args.num_envs)[0]
+    env = build_explore_env(args)
     agent.last_state = env.reset(seed=args.seed + start_step)[0]  # as in the serial loop: resumed runs start new episodes
     horizon = max(1, args.target_step // args.num_envs)
     trajectory_queue.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
@@ -723,9 +733,9 @@ def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weight
         agent.act.load_state_dict(weights)
         trajectory = explore(agent, env, horizon, args, step)
         step += horizon * args.num_envs
-        new_episodes = env.episode_count - episodes_sent
+        new_episodes = episode_count(env) - episodes_sent
         returns = [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
-        episodes_sent = env.episode_count
+        episodes_sent = episode_count(env)
         if not put_until_stopped(trajectory_queue, (trajectory, returns), stop_event):
             break
         try:

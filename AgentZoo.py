@@ -61,6 +61,26 @@ def frozen_copy(net: nn.Module) -> nn.Module:
     return target
 
 
+def check_same_step(agent, env):
+    """Vector envs must autoreset in the same step, so that an ended episode's final observation comes back in
+    info["final_obs"] (gymnasium's NEXT_STEP default would hand the agent a step across two episodes)."""
+    autoreset_mode = env.metadata.get("autoreset_mode")
+    if getattr(autoreset_mode, "value", autoreset_mode) != "SameStep":
+        raise ValueError(f"{type(agent).__name__}.explore_env needs a gymnasium vector env with "
+                         f"autoreset_mode=AutoresetMode.SAME_STEP, got {autoreset_mode}")
+
+
+def final_observations(next_state: np.ndarray, info: dict) -> np.ndarray:
+    """A vector env's next states (N, state_dim) with each ended episode's last observation in place of the reset
+    one that the env returned: on truncation the agent bootstraps from the state the episode was cut at."""
+    if "_final_obs" not in info:
+        return next_state
+    final_state = next_state.copy()
+    ended = np.flatnonzero(info["_final_obs"])
+    final_state[ended] = np.stack(info["final_obs"][ended])
+    return final_state
+
+
 # ---- replay buffer ----
 
 
@@ -213,7 +233,10 @@ class AgentBase:
     def explore_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
         """Step a gymnasium env `horizon` times with the exploring policy (if_random: with uniformly random
         actions, the warm-up before learning starts), continuing the episode the last call left. Returns (states,
-        actions, rewards, not_terminated, next_states) tensors with rewards already multiplied by reward_scale."""
+        actions, rewards, not_terminated, next_states) tensors with rewards already multiplied by reward_scale.
+        A vector env (autoreset SAME_STEP) is stepped by explore_vector_env."""
+        if hasattr(env, "num_envs"):
+            return self.explore_vector_env(env, horizon, if_random)
         state = env.reset()[0] if self.last_state is None else self.last_state
         states, actions, rewards, not_terminated, next_states = [], [], [], [], []
         for _ in range(horizon):
@@ -226,17 +249,39 @@ class AgentBase:
             next_states.append(next_state)  # on truncation this is the final observation, not the reset one
             state = env.reset()[0] if terminated or truncated else next_state
         self.last_state = state
+        return self.as_transitions(*map(np.array, (states, actions, rewards, not_terminated, next_states)))
 
-        as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(np.array(x), dtype=dtype, device=self.device)
+    def explore_vector_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
+        """explore_env for a vector env of N copies: one policy call acts for all of them, which costs about what
+        one env's call does. The horizon * N transitions come back step by step, env by env, as explore_env's."""
+        check_same_step(self, env)
+        state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
+        transitions = [[] for _ in range(5)]
+        for _ in range(horizon):
+            action = self.random_action(env.num_envs) if if_random else self.select_action(state)
+            next_state, reward, terminated, truncated, info = env.step(action)
+            for store, value in zip(transitions, (state, action, reward, ~terminated,
+                                                  final_observations(next_state, info)), strict=True):
+                store.append(value)
+            state = next_state
+        self.last_state = state
+        return self.as_transitions(*map(np.concatenate, transitions))  # (horizon * N, ...)
+
+    def as_transitions(self, states, actions, rewards, not_terminated, next_states) -> tuple[torch.Tensor, ...]:
+        """Arrays of T transitions -> the tensors ReplayBuffer.extend takes: discrete actions (T, 1) integers,
+        rewards multiplied by reward_scale, not_terminated as 1.0 / 0.0."""
+        as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
         actions = as_tensor(actions, torch.long).unsqueeze(1) if self.if_discrete else as_tensor(actions)
         return (as_tensor(states), actions, as_tensor(rewards) * self.reward_scale,
                 as_tensor(not_terminated), as_tensor(next_states))
 
-    def random_action(self) -> np.ndarray:
-        """Uniform over the action space in the agent's units: an integer index, or a vector in [-1, 1]."""
+    def random_action(self, num_envs: int | None = None) -> np.ndarray:
+        """Uniform over the action space in the agent's units: an integer index, or a vector in [-1, 1];
+        with num_envs, one for each env of a vector env, (num_envs,) or (num_envs, action_dim)."""
+        shape = () if num_envs is None else (num_envs,)
         if self.if_discrete:
-            return torch.randint(self.action_dim, ()).numpy()
-        return (torch.rand(self.action_dim) * 2 - 1).numpy()
+            return torch.randint(self.action_dim, shape).numpy()
+        return (torch.rand(*shape, self.action_dim) * 2 - 1).numpy()
 
     # -- learning --
 
@@ -328,7 +373,7 @@ class AgentDQN(AgentBase):
     exploration and the Huber loss."""
 
     if_discrete = True
-    # CartPole-v1 seeds 0-9 all solved within 31k steps (median 18.5k); the earlier batch 256, one update per step,
+    # CartPole-v1 seeds 0-9 all solved within 26k steps (median 16k); the earlier batch 256, one update per step,
     # learning_rate 5e-4 and reward_scale 1 solved seeds 0-2 in 10k-19k but seeds 3 and 4 not in 60 s. A reward
     # scale of 0.1 keeps CartPole's Q-values (up to 100 unscaled) where the Huber loss is quadratic; half an update
     # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md).
@@ -336,6 +381,9 @@ class AgentDQN(AgentBase):
     hyper_defaults = AgentBase.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1)
     train_defaults = AgentBase.train_defaults | dict(batch_size=64, repeat_times=0.5,
+                                                     # one policy call acts for 8 envs: an exploration step cost
+                                                     # 0.16 ms with one env and 0.05 ms with 8 (History/UPDATE_LOG.md)
+                                                     num_envs=8,
                                                      random_steps=0)  # epsilon-greedy explores from the first step
     criterion = nn.SmoothL1Loss()
     cri_class = QNet
@@ -372,9 +420,10 @@ class AgentDoubleDQN(AgentDQN):
     # With learning_rate 5e-4 and tau 0.02 this target diverged on CartPole (0 of 4 seeds solved it in 60 s; seed 0's
     # obj_critic went 0.6 -> 2e6 by 32k steps); with these, 4 of 4 seeds of DoubleDQN and of D3QN solved it, and
     # D3QN solved LunarLander-v3 3 of 3. AgentDQN's batch 64, half an update per step and reward_scale 0.1 left
-    # DoubleDQN at 36k-41k steps on CartPole and D3QN solving 2 of 5 seeds in 30 s (History/UPDATE_LOG.md).
+    # DoubleDQN at 36k-41k steps on CartPole and D3QN solving 2 of 5 seeds in 30 s; with AgentDQN's 8 envs
+    # DoubleDQN solved none of 5 seeds in 40 s (History/UPDATE_LOG.md).
     hyper_defaults = AgentDQN.hyper_defaults | dict(learning_rate=1e-3, soft_update_tau=5e-3, reward_scale=1.0)
-    train_defaults = AgentDQN.train_defaults | dict(batch_size=128, repeat_times=1.0)
+    train_defaults = AgentDQN.train_defaults | dict(batch_size=128, repeat_times=1.0, num_envs=1)
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Q_target(s', argmax_a Q(s', a)), (B,) (Double DQN paper, eq. 4)."""
@@ -486,23 +535,15 @@ class AgentPPO(AgentBase):
         """Step a gymnasium vector env `horizon` times (its autoreset mode must be SAME_STEP, so that the
         final observation of an ended episode comes back in info["final_obs"]). Returns the RolloutBuffer.extend
         tensors, each (horizon, num_envs, ...), rewards multiplied by reward_scale."""
-        autoreset_mode = env.metadata.get("autoreset_mode")
-        if getattr(autoreset_mode, "value", autoreset_mode) != "SameStep":
-            raise ValueError(f"{type(self).__name__}.explore_env needs a gymnasium vector env with "
-                             f"autoreset_mode=AutoresetMode.SAME_STEP, got {autoreset_mode}")
+        check_same_step(self, env)
         state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
         rollout = [[] for _ in range(7)]
         for _ in range(horizon):
             state_t = torch.as_tensor(state, dtype=torch.float32, device=self.device)
             action, log_prob = self.act.get_action_log_prob(state_t)
             next_state, reward, terminated, truncated, info = env.step(self.act.convert_action_for_env(action).cpu().numpy())
-            final_state = next_state
-            if "_final_obs" in info:  # the episodes that ended: their last observation, not the reset one
-                final_state = next_state.copy()
-                ended = np.flatnonzero(info["_final_obs"])
-                final_state[ended] = np.stack(info["final_obs"][ended])
             for store, value in zip(rollout, (state_t, action, log_prob, reward, ~terminated,
-                                              ~(terminated | truncated), final_state), strict=True):
+                                              ~(terminated | truncated), final_observations(next_state, info)), strict=True):
                 store.append(torch.as_tensor(value, device=self.device))
             state = next_state
         self.last_state = state

@@ -20,3 +20,10 @@ class CounterEnv(gym.Env):
     def step(self, action):
         self.t += 1
         return np.array([self.t], np.float32), 1.0, self.t == self.terminate_at, False, {}
+
+
+def make_counter_vector_env(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP):
+    return gym.vector.SyncVectorEnv([
+        lambda: gym.wrappers.TimeLimit(CounterEnv(terminate_at=3), max_episode_steps=10),  # terminates every 3 steps
+        lambda: gym.wrappers.TimeLimit(CounterEnv(terminate_at=10), max_episode_steps=2),  # truncated every 2 steps
+    ], autoreset_mode=autoreset_mode)

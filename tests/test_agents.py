@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from envs import CounterEnv
+from envs import CounterEnv, make_counter_vector_env
 from AgentZoo import (AgentD3QN, AgentDDPG, AgentDoubleDQN, AgentDQN, AgentSAC, AgentTD3, ReplayBuffer,
                       optimizer_step, soft_update)
 
@@ -124,6 +124,28 @@ def test_explore_env_keeps_truncation_apart_from_termination(terminate_at, time_
     assert actions.shape == (7, 1) and actions.dtype == torch.long
     assert agent.last_state[0] == 1  # the next call continues this episode
     assert agent.explore_env(env, 1)[0][0, 0] == 1
+
+
+def test_off_policy_vector_explore_returns_transitions_step_by_step():
+    """A vector env (num_envs > 1) gives an off-policy agent the transitions one env would, flattened step then env:
+    the final observation on an episode's end, and bootstrapping through truncation but not termination."""
+    agent = AgentDQN(NET_DIM, 1, 2, device="cpu", reward_scale=0.5)
+    states, actions, rewards, not_term, next_states = agent.explore_env(make_counter_vector_env(), 5)
+    assert states.shape == next_states.shape == actions.shape == (10, 1) and actions.dtype == torch.long
+    assert rewards.shape == not_term.shape == (10,) and rewards.unique().tolist() == [0.5]
+    by_env = lambda tensor: tensor.reshape(5, 2).T.tolist()  # row i: env i's five steps
+    assert by_env(states) == [[0, 1, 2, 0, 1], [0, 1, 0, 1, 0]]
+    assert by_env(next_states) == [[1, 2, 3, 1, 2], [1, 2, 1, 2, 1]]  # 3 and 2: final observations, not reset ones
+    assert by_env(not_term) == [[1, 1, 0, 1, 1], [1, 1, 1, 1, 1]]  # env 1's truncations still bootstrap
+    assert agent.last_state[:, 0].tolist() == [2, 1]  # the next call continues these episodes
+
+    agent.last_state = None  # another env: start its episodes
+    uniform = agent.explore_env(make_counter_vector_env(), 200, if_random=True)[1]
+    assert uniform.shape == (400, 1) and 0.4 < uniform.float().mean() < 0.6
+    td3 = AgentTD3(NET_DIM, 1, 3, device="cpu")
+    assert td3.random_action(4).shape == (4, 3) and abs(td3.random_action(4)).max() <= 1
+    with pytest.raises(ValueError, match="autoreset_mode=AutoresetMode.SAME_STEP"):
+        agent.explore_env(make_counter_vector_env(gym.vector.AutoresetMode.NEXT_STEP), 2)
 
 
 def test_random_exploration_is_uniform_whatever_the_policy():

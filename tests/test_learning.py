@@ -47,21 +47,22 @@ def test_continuous_agents_run_on_a_two_dimensional_action_space(agent, break_st
     assert result["stop_reason"] == f"reached break_step {break_step}" and result["step"] >= break_step
 
 
-@pytest.mark.parametrize("if_multiprocess", [False, True])
-def test_random_warm_up_comes_before_learning(if_multiprocess, tmp_path, monkeypatch):
+@pytest.mark.parametrize("if_multiprocess, num_envs", [(False, 1), (True, 1), (False, 4), (True, 4)])
+def test_random_warm_up_comes_before_learning(if_multiprocess, num_envs, tmp_path, monkeypatch):
     """TD3 explores uniformly for random_steps, then learns; the first update round trains on one round's
-    transitions (target_step), not on the whole warm-up."""
+    transitions (target_step), not on the whole warm-up. Steps count every env of a vector env."""
     add_sizes = []
     update_net = AgentTD3.update_net
     monkeypatch.setattr(AgentTD3, "update_net", lambda self, buffer, *a: add_sizes.append(buffer.add_size) or
                         update_net(self, buffer, *a))
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentTD3", env="Pendulum-v1", cwd=cwd, random_steps=1024, break_step=2048,
-                                 eval_gap=0, target_return=1e9, if_multiprocess=if_multiprocess))
+                                 eval_gap=0, target_return=1e9, if_multiprocess=if_multiprocess, num_envs=num_envs))
     with open(os.path.join(cwd, "recorder.csv")) as f:
         assert int(next(csv.DictReader(f))["step"]) == 1024  # the first update round ends the warm-up
     buffer = ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
-    load_checkpoint(cwd, AgentTD3(128, 3, 1, device="cpu"), buffer)
+    run_state = load_checkpoint(cwd, AgentTD3(128, 3, 1, device="cpu"), buffer)
+    assert run_state["step"] == buffer.cur_len >= 2048  # one step per transition stored, whatever num_envs
     warm_up = buffer.actions[:1024]
     assert 0.4 < (warm_up.abs() > 0.5).float().mean() < 0.6 and warm_up.min() < -0.95 and warm_up.max() > 0.95
     if not if_multiprocess:  # the learner process's calls are not seen here

@@ -7,7 +7,7 @@ import torch
 
 from AgentNet import ActorDiscretePPO, ActorPPO, CriticAdv
 from AgentZoo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO, RolloutBuffer
-from envs import CounterEnv
+from envs import CounterEnv, make_counter_vector_env
 
 STATE_DIM, ACTION_DIM, NET_DIM = 3, 2, 16
 
@@ -58,13 +58,6 @@ def test_gae_by_hand_with_a_termination_and_a_truncation():
     ])
     assert torch.allclose(advantages, expected, atol=1e-5)
     assert torch.allclose(returns, expected + values)
-
-
-def make_counter_vector_env(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP):
-    return gym.vector.SyncVectorEnv([
-        lambda: gym.wrappers.TimeLimit(CounterEnv(terminate_at=3), max_episode_steps=10),  # terminates every 3 steps
-        lambda: gym.wrappers.TimeLimit(CounterEnv(terminate_at=10), max_episode_steps=2),  # truncated every 2 steps
-    ], autoreset_mode=autoreset_mode)
 
 
 def test_vector_explore_keeps_final_observations_and_flags():

@@ -157,7 +157,7 @@ class NaNAtStep(gym.Env):
 
 def test_non_finite_observation_stops_with_the_step_and_the_run_saved(tmp_path):
     cwd = tmp_path / "run"
-    args = Arguments(agent="AgentDQN", env=NaNAtStep(), cwd=str(cwd), target_return=1e9)
+    args = Arguments(agent="AgentDQN", env=NaNAtStep(), cwd=str(cwd), target_return=1e9, num_envs=1)  # step 50 of one env
     with pytest.raises(ValueError, match=r"NaN or infinite observation or reward \(or the agent a NaN action\) at step 50 \(env 0\)"):
         train_and_evaluate(args)
     agent, buffer = AgentRun.AgentZoo.AgentDQN(128, 1, 2, device="cpu"), ReplayBuffer(2 ** 20, 1, 1, if_discrete=True)
@@ -190,6 +190,22 @@ def test_same_seed_gives_the_same_record(agent, env, extra, tmp_path):
                                      target_return=1e9, if_multiprocess=False, **extra))  # the serial loop is the reproducible one
         records.append([row[:1] + row[2:] for row in read_rows(str(tmp_path / name))])  # all but the seconds column
     assert len(records[0]) > 2 and records[0] == records[1]
+
+
+@pytest.mark.parametrize("agent, extra", [("AgentDiscretePPO", dict(break_step=4096)),  # its default: 8 envs
+                                           ("AgentDQN", dict(break_step=1024, num_envs=4))])
+def test_runs_on_vector_envs_resume(agent, extra, tmp_path):
+    """A serial run whose explorer steps a vector env checkpoints plain numbers (the vector wrapper counts episodes
+    in numpy integers, which weights_only loading refuses) and resumes from them."""
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent=agent, env="CartPole-v1", cwd=cwd, eval_gap=0, target_return=1e9,
+                                 if_multiprocess=False, **extra))
+    result = AgentRun.resume(cwd, break_step=2 * extra["break_step"])
+    assert result["stop_reason"] == f"reached break_step {2 * extra['break_step']}"
+    agent_class = getattr(AgentRun.AgentZoo, agent)
+    buffer = ReplayBuffer(2 ** 20, 4, 2, if_discrete=True) if agent_class.if_off_policy else AgentRun.RolloutBuffer()
+    run_state = load_checkpoint(cwd, agent_class(agent_class.train_defaults["net_dim"], 4, 2, device="cpu"), buffer)
+    assert type(run_state["episodes"]) is int and run_state["episodes"] > 0
 
 
 @pytest.mark.parametrize("how", ["stop file", "SIGINT"])
