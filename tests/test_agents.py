@@ -129,6 +129,7 @@ def test_explore_env_keeps_truncation_apart_from_termination(terminate_at, time_
 def test_off_policy_vector_explore_returns_transitions_step_by_step():
     """A vector env (num_envs > 1) gives an off-policy agent the transitions one env would, flattened step then env:
     the final observation on an episode's end, and bootstrapping through truncation but not termination."""
+    torch.manual_seed(0)
     agent = AgentDQN(NET_DIM, 1, 2, device="cpu", reward_scale=0.5)
     states, actions, rewards, not_term, next_states = agent.explore_env(make_counter_vector_env(), 5)
     assert states.shape == next_states.shape == actions.shape == (10, 1) and actions.dtype == torch.long
