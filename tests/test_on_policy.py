@@ -7,7 +7,7 @@ import torch
 
 from AgentNet import ActorDiscretePPO, ActorPPO, CriticAdv
 from AgentZoo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO, RolloutBuffer
-from envs import CounterEnv, make_counter_vector_env
+from envs import make_counter_vector_env
 
 STATE_DIM, ACTION_DIM, NET_DIM = 3, 2, 16
 
