@@ -22,8 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("AgentDQN", "CartPole-v1", 475, 40_000),
     ("AgentDoubleDQN", "CartPole-v1", 475, 40_000),
     ("AgentD3QN", "CartPole-v1", 475, 40_000),
-    ("AgentDDPG", "Pendulum-v1", -250, 16_000),  # 10_000 of them random (train_defaults: random_steps)
-    ("AgentTD3", "Pendulum-v1", -250, 16_000),
+    ("AgentDDPG", "Pendulum-v1", -250, 12_000),  # 10_000 of them random (train_defaults: random_steps)
+    ("AgentTD3", "Pendulum-v1", -250, 16_000),  # TD3 keeps the paper's learning rate, tau and batch: slower here
     ("AgentDiscretePPO", "CartPole-v1", 475, 60_000),
     ("AgentPPO", "Pendulum-v1", -250, 150_000),
 ])
@@ -73,7 +73,7 @@ def test_command_line_sac_solves_pendulum_and_writes_its_outputs(tmp_path):
     """DESIGN.md's example run: stops by itself at Pendulum's -200 with config, recorder and actor written."""
     cwd = tmp_path / "x"
     result = subprocess.run([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
-                             "break_step=16000", "eval_gap=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                             "break_step=12000", "eval_gap=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "Stop: reached target_return -200.0" in result.stdout
 
