@@ -380,7 +380,6 @@ class AgentDQN(AgentBase):
     # learning_rate 5e-4 and reward_scale 1 solved seeds 0-2 in 10k-19k but seeds 3 and 4 not in 60 s. A reward
     # scale of 0.1 keeps CartPole's Q-values (up to 100 unscaled) where the Huber loss is quadratic; half an update
     # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md).
-    # AgentDoubleDQN sets its own.
     hyper_defaults = AgentBase.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1)
     train_defaults = AgentBase.train_defaults | dict(batch_size=64, repeat_times=0.5,
@@ -420,13 +419,9 @@ class AgentDoubleDQN(AgentDQN):
     """Double DQN (van Hasselt et al. arXiv:1509.06461): the online network picks the next action and the target
     network values it, which curbs the overestimation of DQN's max."""
 
-    # With learning_rate 5e-4 and tau 0.02 this target diverged on CartPole (0 of 4 seeds solved it in 60 s; seed 0's
-    # obj_critic went 0.6 -> 2e6 by 32k steps); with these, 4 of 4 seeds of DoubleDQN and of D3QN solved it, and
-    # D3QN solved LunarLander-v3 3 of 3. AgentDQN's batch 64, half an update per step and reward_scale 0.1 left
-    # DoubleDQN at 36k-41k steps on CartPole and D3QN solving 2 of 5 seeds in 30 s; with AgentDQN's 8 envs
-    # DoubleDQN solved none of 5 seeds in 40 s (History/UPDATE_LOG.md).
-    hyper_defaults = AgentDQN.hyper_defaults | dict(learning_rate=1e-3, soft_update_tau=5e-3, reward_scale=1.0)
-    train_defaults = AgentDQN.train_defaults | dict(batch_size=128, repeat_times=1.0, num_envs=1)
+    # AgentDQN's defaults: with them DoubleDQN and D3QN solved CartPole-v1 seeds 0-4 in 9k-23k steps and D3QN
+    # LunarLander-v3 seeds 0-2 in 37k-100k steps (37-85 s); with their former learning_rate 1e-3, tau 5e-3, batch
+    # 128, one update per step, reward_scale 1 and one env, CartPole took them 28-35 s (History/UPDATE_LOG.md).
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Q_target(s', argmax_a Q(s', a)), (B,) (Double DQN paper, eq. 4)."""
