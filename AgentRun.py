@@ -50,6 +50,15 @@ class Arguments:
     repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
     num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
     random_steps: int | None = None  # off-policy: steps of uniformly random actions before learning starts, >= 0
+    # the hyperparameters of some agents only; an agent refuses one it does not have
+    explore_rate: float | None = None  # DQN family: epsilon, the chance of a random action while exploring, in [0, 1]
+    explore_noise: float | None = None  # DDPG, TD3: std of the exploration noise on actions in [-1, 1], >= 0
+    policy_noise: float | None = None  # TD3: std of the target policy smoothing noise, >= 0
+    noise_clip: float | None = None  # TD3: the smoothing noise is clipped to [-noise_clip, noise_clip], >= 0
+    alpha_init: float | None = None  # SAC: the entropy temperature alpha it starts from (then tuned), > 0
+    lambda_gae: float | None = None  # PPO, A2C: GAE's lambda (0: one-step TD error, 1: Monte Carlo return), in [0, 1]
+    ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
+    entropy_coef: float | None = None  # PPO, A2C: weight of the entropy bonus, >= 0
 
     break_step: int = 2 ** 20  # stop after this many environment steps, > 0
     max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
@@ -66,25 +75,28 @@ class Arguments:
     if_tensorboard: bool = False  # True also writes each evaluation's scalars to cwd for TensorBoard (needs tensorboard)
 
     def get_agent_class(self) -> type:
-        agent_names = sorted(name for name, obj in vars(AgentZoo).items()
-                             if isinstance(obj, type) and issubclass(obj, AgentBase) and obj is not AgentBase)
         if isinstance(self.agent, type) and issubclass(self.agent, AgentBase):
             return self.agent
-        if self.agent in agent_names:
-            return getattr(AgentZoo, self.agent)
-        raise ValueError(f"unknown agent {self.agent!r}; AgentZoo has {', '.join(agent_names)}")
+        if self.agent in AGENT_CLASSES:
+            return AGENT_CLASSES[self.agent]
+        raise ValueError(f"unknown agent {self.agent!r}; AgentZoo has {', '.join(AGENT_CLASSES)}")
 
     def init_before_training(self, agent_class: type, env_info: "EnvInfo"):
         """Fill the fields left at None from the agent and the environment, check every value, and
         prepare cwd (refusing to mix with an earlier run's files unless if_remove)."""
         if agent_class.if_discrete != env_info.if_discrete:
             wanted = "Discrete" if env_info.if_discrete else "Box"
-            suitable = sorted(name for name in dir(AgentZoo) if name.startswith("Agent") and name != "AgentBase"
-                              and getattr(AgentZoo, name).if_discrete == env_info.if_discrete)
+            suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_discrete == env_info.if_discrete]
             raise ValueError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
                              f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                              f"use one of {', '.join(suitable)}")
         self.agent = agent_class
+        for name in sorted(AGENT_HYPERPARAMETERS - set(agent_class.hyper_defaults)):
+            if getattr(self, name) is not None:
+                users = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if name in cls.hyper_defaults)
+                raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {agent_class.__name__} has no "
+                                 f"{name} (it is a hyperparameter of {users}); {agent_class.__name__}'s are "
+                                 f"{', '.join(sorted(agent_class.hyper_defaults))}")
         for name, value in (agent_class.train_defaults | agent_class.hyper_defaults).items():
             if name in ARGUMENT_NAMES and getattr(self, name) is None:
                 setattr(self, name, value)
@@ -134,6 +146,10 @@ class Arguments:
             "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
             "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
             "save_gap": (lambda v: v > 0, "> 0"),
+            "explore_rate": (lambda v: 0 <= v <= 1, "in [0, 1]"), "explore_noise": (lambda v: v >= 0, ">= 0"),
+            "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
+            "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+            "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
         }
         for name, (test, accepted) in rules.items():
             value = getattr(self, name)
@@ -154,6 +170,9 @@ class Arguments:
 
 
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
+AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items())
+                 if isinstance(obj, type) and issubclass(obj, AgentBase) and obj is not AgentBase}
+AGENT_HYPERPARAMETERS = {name for cls in AGENT_CLASSES.values() for name in cls.hyper_defaults} & ARGUMENT_NAMES
 
 
 def parse_overrides(argv: list[str]) -> dict:

@@ -101,6 +101,33 @@ def test_bad_values_are_refused(field, value, accepted, tmp_path):
         train_and_evaluate(args)
 
 
+@pytest.mark.parametrize("agent, env, field, value, accepted", [
+    ("AgentDQN", "CartPole-v1", "explore_rate", 1.5, r"in \[0, 1\]"), ("AgentTD3", "Pendulum-v1", "policy_noise", -0.1, ">= 0"),
+    ("AgentDDPG", "Pendulum-v1", "explore_noise", -0.1, ">= 0"), ("AgentSAC", "Pendulum-v1", "alpha_init", 0.0, "> 0"),
+    ("AgentPPO", "Pendulum-v1", "ratio_clip", 1.0, r"in \(0, 1\)"), ("AgentDiscretePPO", "CartPole-v1", "lambda_gae", 1.5,
+                                                                     r"in \[0, 1\]"),
+    ("AgentDiscreteA2C", "CartPole-v1", "entropy_coef", -0.01, ">= 0"),
+])
+def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, value, accepted, tmp_path):
+    args = Arguments(agent=agent, env=env, cwd=str(tmp_path / "run"), **{field: value})
+    with pytest.raises(ValueError, match=rf"{field}={value!r} is not accepted: {field} must be .*{accepted}"):
+        train_and_evaluate(args)
+
+
+@pytest.mark.parametrize("agent, field, users", [
+    ("AgentSAC", "explore_noise", "AgentDDPG, AgentTD3"),  # SAC explores with its own stochastic policy
+    ("AgentPPO", "soft_update_tau", "AgentD3QN, AgentDDPG"),  # PPO has no target network
+    ("AgentDDPG", "entropy_coef", "AgentA2C"),
+])
+def test_hyperparameter_of_another_agent_is_refused(agent, field, users, tmp_path):
+    """Rather than quietly ignored: a typo of agent, or a knob that does nothing for this one."""
+    args = Arguments(agent=agent, env="Pendulum-v1", cwd=str(tmp_path / "run"), **{field: 0.1})
+    with pytest.raises(ValueError, match=rf"{field}=0.1 is not accepted: {agent} has no {field} \(it is a hyperparameter "
+                                         rf"of {users}.*\); {agent}'s are .*learning_rate"):
+        train_and_evaluate(args)
+    assert not os.path.exists(tmp_path / "run")
+
+
 def test_cwd_with_an_earlier_run_is_not_mixed(tmp_path):
     cwd = tmp_path / "run"
     cwd.mkdir()

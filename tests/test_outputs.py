@@ -11,7 +11,8 @@ import matplotlib.image
 import pytest
 from PIL import Image
 
-from AgentRun import Arguments, replay, train_and_evaluate
+from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, build_agent, parse_overrides, prepare_env, replay,
+                      train_and_evaluate)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,6 +43,22 @@ def test_short_run_writes_config_recorder_actor_and_one_plot(short_run):
     assert match and int(match[2]) == 6144 and int(match[1]) > 0
     image = matplotlib.image.imread(plots[0])
     assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_agent_hyperparameters_are_arguments_that_reach_the_agent_and_config(tmp_path):
+    """Every knob of every agent can be set in Arguments and so on the command line (DESIGN.md); the ones left at
+    None take the agent's defaults, and config.json records what was used."""
+    for agent_class in AGENT_CLASSES.values():
+        assert set(agent_class.hyper_defaults) <= ARGUMENT_NAMES, agent_class
+    args = Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(tmp_path / "run"),
+                     **parse_overrides(["entropy_coef=0.05", "lambda_gae=0.9"]))
+    env_info = prepare_env(args.env)[1]
+    args.init_before_training(args.get_agent_class(), env_info)
+    agent = build_agent(args, env_info, device="cpu")
+    assert (agent.entropy_coef, agent.lambda_gae, agent.ratio_clip) == (0.05, 0.9, 0.2)  # ratio_clip: the default
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["entropy_coef"], config["lambda_gae"], config["ratio_clip"]) == (0.05, 0.9, 0.2)
+    assert config["explore_rate"] is None and config["alpha_init"] is None  # not this agent's
 
 
 def test_replay_writes_a_gif_and_reports_returns(short_run):
