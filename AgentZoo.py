@@ -609,6 +609,7 @@ class AgentA2C(AgentPPO):
 
     train_defaults = AgentPPO.train_defaults | dict(target_step=256, batch_size=256, repeat_times=1,
                                                     if_multiprocess=False)  # not measured faster in processes
+    hyper_defaults = {name: value for name, value in AgentPPO.hyper_defaults.items() if name != "ratio_clip"}  # no ratio
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         state, action, _old_log_prob, advantage = batch
@@ -617,4 +618,6 @@ class AgentA2C(AgentPPO):
 
 
 class AgentDiscreteA2C(AgentA2C, AgentDiscretePPO):
-    """A2C with a categorical policy: AgentA2C's objective and defaults, AgentDiscretePPO's actor."""
+    """A2C with a categorical policy: AgentA2C's objective and defaults, AgentDiscretePPO's actor and entropy bonus."""
+
+    hyper_defaults = AgentA2C.hyper_defaults | dict(entropy_coef=AgentDiscretePPO.hyper_defaults["entropy_coef"])

@@ -118,6 +118,7 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
     ("AgentSAC", "explore_noise", "AgentDDPG, AgentTD3"),  # SAC explores with its own stochastic policy
     ("AgentPPO", "soft_update_tau", "AgentD3QN, AgentDDPG"),  # PPO has no target network
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
+    ("AgentA2C", "ratio_clip", "AgentDiscretePPO, AgentPPO"),  # A2C's objective has no ratio to clip
 ])
 def test_hyperparameter_of_another_agent_is_refused(agent, field, users, tmp_path):
     """Rather than quietly ignored: a typo of agent, or a knob that does nothing for this one."""

@@ -106,7 +106,12 @@ def test_a2c_objective_is_the_plain_policy_gradient():
 def test_a2c_shares_ppo_code():
     for name in ("explore_env", "update_net", "init_networks", "select_action"):
         assert name not in vars(AgentA2C) and name not in vars(AgentDiscreteA2C)
-    assert set(vars(AgentDiscreteA2C)) <= {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__"}
+    assert set(vars(AgentDiscreteA2C)) <= {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__",
+                                           "hyper_defaults"}
+    # A2C's hyperparameters (no ratio to clip) with the categorical policy's entropy bonus
+    assert AgentDiscreteA2C.hyper_defaults == {name: value for name, value in AgentDiscretePPO.hyper_defaults.items()
+                                               if name != "ratio_clip"}
+    assert AgentDiscreteA2C.hyper_defaults["entropy_coef"] > 0 and "ratio_clip" not in AgentA2C.hyper_defaults
     assert AgentDiscreteA2C.act_class is ActorDiscretePPO and AgentDiscreteA2C.if_discrete
     assert AgentDiscreteA2C.get_obj_actor is AgentA2C.get_obj_actor
     assert AgentA2C.train_defaults["repeat_times"] == 1  # one pass
