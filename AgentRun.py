@@ -50,7 +50,7 @@ class Arguments:
     repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
     num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
     random_steps: int | None = None  # off-policy: steps of uniformly random actions before learning starts, >= 0
-    # the hyperparameters of some agents only; an agent refuses one it does not have
+    # the hyperparameters of some agents only; an agent refuses one it does not have (as PPO refuses random_steps)
     explore_rate: float | None = None  # DQN family: epsilon, the chance of a random action while exploring, in [0, 1]
     explore_noise: float | None = None  # DDPG, TD3: std of the exploration noise on actions in [-1, 1], >= 0
     policy_noise: float | None = None  # TD3: std of the target policy smoothing noise, >= 0
@@ -91,13 +91,15 @@ class Arguments:
                              f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                              f"use one of {', '.join(suitable)}")
         self.agent = agent_class
-        for name in sorted(AGENT_HYPERPARAMETERS - set(agent_class.hyper_defaults)):
+        own_knobs = agent_class.train_defaults | agent_class.hyper_defaults
+        for name in sorted(AGENT_KNOBS - set(own_knobs)):  # set for an agent that would quietly ignore it
             if getattr(self, name) is not None:
-                users = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if name in cls.hyper_defaults)
+                users = ", ".join(agent for agent, cls in AGENT_CLASSES.items()
+                                  if name in cls.train_defaults | cls.hyper_defaults)
                 raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {agent_class.__name__} has no "
-                                 f"{name} (it is a hyperparameter of {users}); {agent_class.__name__}'s are "
-                                 f"{', '.join(sorted(agent_class.hyper_defaults))}")
-        for name, value in (agent_class.train_defaults | agent_class.hyper_defaults).items():
+                                 f"{name} (only {users} have it); {agent_class.__name__}'s own settings are "
+                                 f"{', '.join(sorted(own_knobs))}")
+        for name, value in own_knobs.items():
             if name in ARGUMENT_NAMES and getattr(self, name) is None:
                 setattr(self, name, value)
         if self.target_return is None:
@@ -113,9 +115,6 @@ class Arguments:
             except ImportError:
                 raise ValueError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
                                  "without it, recorder.csv and the plot hold the same numbers") from None
-        if not agent_class.if_off_policy and self.random_steps is not None:
-            raise ValueError(f"random_steps={self.random_steps} is not accepted: {agent_class.__name__} learns on-policy, "
-                             f"from its own policy's rollouts only; random_steps is for off-policy agents")
         if agent_class.if_off_policy and self.break_step <= self.random_steps:
             raise ValueError(f"break_step={self.break_step} is not accepted: {agent_class.__name__} explores at random "
                              f"for its first random_steps={self.random_steps} steps and learns only after them; "
@@ -172,7 +171,7 @@ class Arguments:
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
 AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items())
                  if isinstance(obj, type) and issubclass(obj, AgentBase) and obj is not AgentBase}
-AGENT_HYPERPARAMETERS = {name for cls in AGENT_CLASSES.values() for name in cls.hyper_defaults} & ARGUMENT_NAMES
+AGENT_KNOBS = {name for cls in AGENT_CLASSES.values() for name in cls.train_defaults | cls.hyper_defaults} & ARGUMENT_NAMES
 
 
 def parse_overrides(argv: list[str]) -> dict:

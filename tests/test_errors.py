@@ -119,12 +119,13 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
     ("AgentPPO", "soft_update_tau", "AgentD3QN, AgentDDPG"),  # PPO has no target network
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
     ("AgentA2C", "ratio_clip", "AgentDiscretePPO, AgentPPO"),  # A2C's objective has no ratio to clip
+    ("AgentPPO", "max_memo", "AgentD3QN, AgentDDPG"),  # no replay buffer
 ])
 def test_hyperparameter_of_another_agent_is_refused(agent, field, users, tmp_path):
     """Rather than quietly ignored: a typo of agent, or a knob that does nothing for this one."""
     args = Arguments(agent=agent, env="Pendulum-v1", cwd=str(tmp_path / "run"), **{field: 0.1})
-    with pytest.raises(ValueError, match=rf"{field}=0.1 is not accepted: {agent} has no {field} \(it is a hyperparameter "
-                                         rf"of {users}.*\); {agent}'s are .*learning_rate"):
+    with pytest.raises(ValueError, match=rf"{field}=0.1 is not accepted: {agent} has no {field} \(only {users}.* have "
+                                         rf"it\); {agent}'s own settings are .*learning_rate"):
         train_and_evaluate(args)
     assert not os.path.exists(tmp_path / "run")
 
@@ -147,7 +148,8 @@ def test_command_line_refuses_unknown_key():
 
 def test_random_steps_of_an_on_policy_agent_is_refused(tmp_path):
     args = Arguments(agent="AgentPPO", env="Pendulum-v1", cwd=str(tmp_path / "run"), random_steps=1000)
-    with pytest.raises(ValueError, match=r"random_steps=1000 is not accepted: AgentPPO learns on-policy.*off-policy"):
+    with pytest.raises(ValueError, match=r"random_steps=1000 is not accepted: AgentPPO has no random_steps \(only "
+                                         r"AgentD3QN, AgentDDPG, .*AgentTD3 have it\)"):
         train_and_evaluate(args)
 
 
