@@ -420,7 +420,7 @@ class AgentDoubleDQN(AgentDQN):
     network values it, which curbs the overestimation of DQN's max."""
 
     # AgentDQN's defaults: with them DoubleDQN and D3QN solved CartPole-v1 seeds 0-4 in 9k-23k steps and D3QN
-    # LunarLander-v3 seeds 0-2 in 37k-100k steps (37-85 s); with their former learning_rate 1e-3, tau 5e-3, batch
+    # LunarLander-v3 seeds 0-2 in 37k-109k steps (37-102 s); with their former learning_rate 1e-3, tau 5e-3, batch
     # 128, one update per step, reward_scale 1 and one env, CartPole took them 28-35 s (History/UPDATE_LOG.md).
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
