@@ -11,7 +11,7 @@ import pytest
 
 from AgentRun import Arguments, load_checkpoint, resume, train_and_evaluate
 from AgentZoo import AgentSAC, ReplayBuffer
-from test_resume import NaNAtStep, read_rows, wait_for
+from test_resume import NaNAtStep, default_sigint, read_rows, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -28,7 +28,7 @@ def is_gone(pid: int) -> bool:
 def start_mp_run(cwd, *extra):
     proc = subprocess.Popen([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
                              "if_multiprocess=True", "break_step=100000", "target_return=0", *extra],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     first_line = proc.stdout.readline()
     pids = dict(re.findall(r"(explorer|learner) pid (\d+)", first_line))
     assert set(pids) == {"explorer", "learner"}, first_line

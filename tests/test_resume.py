@@ -20,10 +20,17 @@ from AgentZoo import AgentSAC, ReplayBuffer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def default_sigint():
+    """For a run that the test stops with SIGINT: a shell that starts a job in the background without job control
+    (a CI script's `cmd &`) makes the job ignore SIGINT, and its children would inherit that. Ctrl-C in a terminal
+    reaches a process with the default action, which Python turns into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_run(cwd, *extra):
     return subprocess.Popen([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
                              "eval_gap=0", "break_step=16000", *extra],  # 10_000 steps of them random, the default
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
 
 
 def wait_for(path, timeout=120):
