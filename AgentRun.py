@@ -91,15 +91,14 @@ class Arguments:
                              f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                              f"use one of {', '.join(suitable)}")
         self.agent = agent_class
-        own_knobs = agent_class.train_defaults | agent_class.hyper_defaults
-        for name in sorted(AGENT_KNOBS - set(own_knobs)):  # set for an agent that would quietly ignore it
+        own_settings = agent_settings(agent_class)
+        for name in sorted(AGENT_KNOBS - set(own_settings)):  # set for an agent that would quietly ignore it
             if getattr(self, name) is not None:
-                users = ", ".join(agent for agent, cls in AGENT_CLASSES.items()
-                                  if name in cls.train_defaults | cls.hyper_defaults)
+                users = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if name in agent_settings(cls))
                 raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {agent_class.__name__} has no "
                                  f"{name} (only {users} have it); {agent_class.__name__}'s own settings are "
-                                 f"{', '.join(sorted(own_knobs))}")
-        for name, value in own_knobs.items():
+                                 f"{', '.join(sorted(own_settings))}")
+        for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and getattr(self, name) is None:
                 setattr(self, name, value)
         if self.target_return is None:
@@ -171,7 +170,15 @@ class Arguments:
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
 AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items())
                  if isinstance(obj, type) and issubclass(obj, AgentBase) and obj is not AgentBase}
-AGENT_KNOBS = {name for cls in AGENT_CLASSES.values() for name in cls.train_defaults | cls.hyper_defaults} & ARGUMENT_NAMES
+
+
+def agent_settings(agent_class: type) -> dict:
+    """The Arguments an agent class gives defaults for: its loop settings and its hyperparameters."""
+    return agent_class.train_defaults | agent_class.hyper_defaults
+
+
+# the settings of any AgentZoo agent; Arguments.init_before_training refuses those the chosen agent lacks
+AGENT_KNOBS = {name for cls in AGENT_CLASSES.values() for name in agent_settings(cls)} & ARGUMENT_NAMES
 
 
 def parse_overrides(argv: list[str]) -> dict:

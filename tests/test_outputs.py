@@ -50,6 +50,7 @@ def test_agent_hyperparameters_are_arguments_that_reach_the_agent_and_config(tmp
     None take the agent's defaults, and config.json records what was used."""
     for agent_class in AGENT_CLASSES.values():
         assert set(agent_class.hyper_defaults) <= ARGUMENT_NAMES, agent_class
+        assert set(agent_class.train_defaults) <= ARGUMENT_NAMES, agent_class
     args = Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(tmp_path / "run"),
                      **parse_overrides(["entropy_coef=0.05", "lambda_gae=0.9"]))
     env_info = prepare_env(args.env)[1]
