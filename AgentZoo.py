@@ -559,16 +559,22 @@ class AgentPPO(AgentBase):
         with torch.no_grad():
             values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
             advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
+            prox_log_probs = self.act.get_log_prob_entropy(buffer.states, buffer.actions)[0]  # (T, N)
         states, actions = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)  # (T * N, ...)
-        log_probs, returns, advantages = buffer.log_probs.flatten(), returns.flatten(), advantages.flatten()
+        prox_log_probs, returns, advantages = prox_log_probs.flatten(), returns.flatten(), advantages.flatten()
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # normalised per rollout
+        # Decoupled PPO (Hilton et al. arXiv:2110.00641): the ratio is clipped around the policy this round starts
+        # from (proximal), not the one that acted, which in the multiprocess loop is rounds older; the importance
+        # weight pi_prox / pi_behaviour (1 when they are one policy) multiplies the advantage, capped at 100 for
+        # numerical stability as the authors' code does.
+        advantages = advantages * (prox_log_probs - buffer.log_probs.flatten()).exp().clamp(max=100.0)
 
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         update_times = 0
         for _ in range(max(1, round(repeat_times))):
             # one shuffled copy per epoch, cut into minibatch views: five gathers per epoch, not per minibatch
             perm = torch.randperm(states.shape[0], device=self.device)
-            minibatches = (tensor[perm].split(batch_size) for tensor in (states, actions, log_probs, advantages, returns))
+            minibatches = (tensor[perm].split(batch_size) for tensor in (states, actions, prox_log_probs, advantages, returns))
             for state, action, log_prob, advantage, ret in zip(*minibatches, strict=True):
                 obj_critic = self.criterion(self.cri(state), ret)
                 optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
@@ -584,9 +590,9 @@ class AgentPPO(AgentBase):
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
-        state, action, old_log_prob, advantage = batch
+        state, action, prox_log_prob, advantage = batch
         log_prob, entropy = self.act.get_log_prob_entropy(state, action)
-        ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s)
+        ratio = (log_prob - prox_log_prob).exp()  # pi_new(a|s) / pi_prox(a|s), 1 at the round's first minibatch
         surrogate = torch.min(ratio * advantage, ratio.clamp(1 - self.ratio_clip, 1 + self.ratio_clip) * advantage)
         return -(surrogate + self.entropy_coef * entropy).mean()
 

@@ -129,3 +129,63 @@ def test_update_net_on_a_rollout():
     assert set(stats) == {"obj_critic", "obj_actor", "action_std"}
     assert agent.act_optimizer.state_dict()["state"][0]["step"] == 8  # 2 epochs x 4 minibatches
     assert any(not torch.equal(p, q) for p, q in zip(agent.act.parameters(), before))
+
+
+def record_first_ratios(agent_class, monkeypatch, path=None) -> list:
+    """Patch agent_class so that each update round records max |ratio - 1| of its first minibatch, the ratio being
+    the one get_obj_actor clips (pi / the log-prob the batch carries); to `path` as lines when given (a child process)."""
+    ratios, update_net, get_obj_actor = [], agent_class.update_net, agent_class.get_obj_actor
+
+    def recording_update_net(self, *args, **kwargs):
+        self.if_first_minibatch = True
+        return update_net(self, *args, **kwargs)
+
+    def recording_get_obj_actor(self, batch):
+        if self.if_first_minibatch:
+            state, action, clip_log_prob = batch[:3]
+            deviation = ((self.act.get_log_prob_entropy(state, action)[0] - clip_log_prob).exp() - 1).abs().max().item()
+            ratios.append(deviation)
+            if path is not None:
+                with open(path, "a") as f:
+                    f.write(f"{deviation}\n")
+            self.if_first_minibatch = False
+        return get_obj_actor(self, batch)
+
+    monkeypatch.setattr(agent_class, "update_net", recording_update_net)
+    monkeypatch.setattr(agent_class, "get_obj_actor", recording_get_obj_actor)
+    return ratios
+
+
+@pytest.mark.parametrize("agent_class, env_id", [(AgentPPO, "Pendulum-v1"), (AgentDiscretePPO, "CartPole-v1")])
+def test_ppo_clips_around_the_policy_the_round_starts_from(agent_class, env_id, monkeypatch):
+    """A rollout acted by an older policy (the multiprocess explorer's, rounds behind the learner): the ratio is
+    clipped around the learner's policy at the start of the round, so it is 1 at the first minibatch, and the
+    importance weight pi_prox / pi_behaviour multiplies the advantage (decoupled PPO, arXiv:2110.00641)."""
+    torch.manual_seed(0)
+    env = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    behaviour = agent_class(NET_DIM, env.single_observation_space.shape[0], 1 if env_id == "Pendulum-v1" else 2,
+                            device="cpu")
+    learner = agent_class(NET_DIM, behaviour.state_dim, behaviour.action_dim, device="cpu")
+    with torch.no_grad():  # the learner's policy has moved on since the behaviour's weights were sent
+        for p, q in zip(learner.act.parameters(), behaviour.act.parameters()):
+            p.copy_(q + 0.3 * torch.randn_like(q))
+    buffer = RolloutBuffer()
+    buffer.extend(*behaviour.explore_env(env, 64))
+    stale = (learner.act.get_log_prob_entropy(buffer.states, buffer.actions)[0] - buffer.log_probs).exp()
+    assert (stale - 1).abs().max() > 0.2  # against the behaviour, the first ratio would be far outside the clip range
+
+    ratios = record_first_ratios(agent_class, monkeypatch)
+    learner.update_net(buffer, batch_size=64, repeat_times=2)
+    assert len(ratios) == 1 and ratios[0] < 1e-5
+
+
+def test_multiprocess_ppo_ratio_is_one_at_the_first_minibatch_of_every_round(tmp_path, monkeypatch):
+    """The learner trains on rollouts its explorer acted with weights one or more rounds old."""
+    from AgentRun import Arguments, train_and_evaluate
+
+    path = tmp_path / "ratios.txt"
+    record_first_ratios(AgentDiscretePPO, monkeypatch, path)  # fork: the learner process inherits the patch
+    train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(tmp_path / "run"), break_step=20480,
+                                 target_return=1e9, eval_times=1, if_multiprocess=True, start_method="fork"))
+    ratios = [float(line) for line in path.read_text().split()]
+    assert len(ratios) >= 8 and max(ratios) < 1e-5, ratios
