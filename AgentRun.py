@@ -67,9 +67,12 @@ class Arguments:
     # evaluating takes at most a tenth of the run (Evaluator.eval_share); 0: after every update round, reproducibly
     eval_times: int = 8  # episodes per evaluation, deterministic policy, > 0
     save_gap: float = 60.0  # seconds between checkpoints into cwd/checkpoint (also written at every stop), > 0
+    if_save_buffer: bool | None = None  # off-policy: False leaves the replay buffer out of checkpoints (very large
+    # observations); a resumed run then refills it before it learns again. None: the agent's default (True)
     if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_and_evaluate_mp);
     # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
-    start_method: str | None = None  # multiprocessing start method: None (the platform's), 'spawn', 'fork', 'forkserver'
+    start_method: str | None = None  # multiprocessing start method: None (the platform's; spawn where CUDA is
+    # available, since a forked child cannot use the parent's CUDA), 'spawn', 'fork', 'forkserver'
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
     if_remove: bool = False  # True deletes an earlier run's files in cwd; False refuses to mix with them
     if_tensorboard: bool = False  # True also writes each evaluation's scalars to cwd for TensorBoard (needs tensorboard)
@@ -163,7 +166,7 @@ class Arguments:
     def to_dict(self) -> dict:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         fields["agent"] = self.agent.__name__ if isinstance(self.agent, type) else self.agent
-        fields["env"] = self.env if isinstance(self.env, str) else env_name_of(self.env)
+        fields["env"] = env_to_config(self.env)
         return fields
 
 
@@ -234,6 +237,34 @@ TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0}
 
 def env_name_of(env: gym.Env) -> str:
     return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+
+def env_to_config(env: str | gym.Env) -> str | dict:
+    """What config.json records of the env, so that resume and replay rebuild the env that was trained on: the id as
+    given, or an instance's full spec (kwargs, time limit, the wrappers gym.make applied). An instance without one
+    is recorded by its class and the reason, and env_from_config refuses it."""
+    if isinstance(env, str):
+        return env
+    if env.spec is None:
+        reason = "it has no gymnasium spec (its class is not registered)"
+    else:
+        try:
+            return json.loads(env.spec.to_json())
+        except ValueError as error:  # kwargs that JSON cannot hold
+            reason = str(error)
+    return {"id": None, "class": f"{type(env.unwrapped).__module__}.{type(env.unwrapped).__qualname__}", "reason": reason}
+
+
+def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
+    """The env config.json recorded (env_to_config): the id, or the instance remade from its spec (kwargs, e.g.
+    render_mode, on top)."""
+    if isinstance(value, str):
+        return gym.make(value, **kwargs) if kwargs else value
+    if value["id"] is None:
+        raise ValueError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
+                         f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
+                         f"Python with the instance: AgentRun.resume(cwd, env=<the instance>)")
+    return gym.make(gym.envs.registration.EnvSpec.from_json(json.dumps(value)), **kwargs)
 
 
 def make_twin_env(env: str | gym.Env) -> str | gym.Env:
@@ -308,6 +339,19 @@ def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
 # ---- evaluator and recorder ----
 
 
+def cpu_state_dict(net: torch.nn.Module) -> dict:
+    """A CPU copy of net's weights, to keep or to send to another process. Never the tensors themselves: a queue
+    moves a CPU tensor into shared memory, and the receiver would then read the learner's live (or half-updated)
+    parameters; a kept best actor would change with the training one."""
+    return {name: tensor.detach().to("cpu", copy=True) for name, tensor in net.state_dict().items()}
+
+
+def save_atomically(obj, path: str):
+    """torch.save aside, then rename: a reader (replay of a running cwd) or a kill never meets a half-written file."""
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
 class Evaluator:
     """Runs the deterministic policy for one episode in each of its eval envs side by side, prints one fixed-width
     row per evaluation, appends the row to recorder.csv, saves actor.pt whenever the evaluation mean improves,
@@ -323,6 +367,7 @@ class Evaluator:
         self.writer = SummaryWriter(cwd) if if_tensorboard else None
         self.start_time = time.time()
         self.best_return = -math.inf
+        self.best_actor = None  # a CPU copy of the best actor's weights: actor.pt, and part of every checkpoint
         self.history = []  # one dict per evaluation: the recorder.csv row, the mean episode length, the episodes so far
         self.plot_path = None
         self.if_legend_printed = False
@@ -331,17 +376,31 @@ class Evaluator:
         self.last_plot_time, self.plotted_rows = self.start_time, 0
 
     def state_dict(self) -> dict:
-        return {"seconds": time.time() - self.start_time, "best_return": self.best_return,
+        return {"seconds": time.time() - self.start_time, "best_return": self.best_return, "best_actor": self.best_actor,
                 "history": self.history, "plot_path": self.plot_path}
 
     def load_state_dict(self, state: dict | None):
-        """Carry on a resumed run: its clock, best return, rows for the plot; recorder.csv is appended to.
-        None: a multiprocess run checkpointed before its first evaluation; nothing to carry on."""
-        if state is None:
-            return
-        self.start_time = time.time() - state["seconds"]
-        self.best_return, self.history, self.plot_path = state["best_return"], state["history"], state["plot_path"]
-        self.plotted_rows = len(self.history)
+        """Carry on a resumed run from its checkpoint: its clock, best return and actor, rows for the plot. What the
+        run wrote after that checkpoint goes: recorder.csv is rewritten from the checkpoint's rows and actor.pt from its
+        best actor, so that steps keep increasing and actor.pt stays the actor of the best row recorded.
+        None: a multiprocess run checkpointed before its first evaluation (no rows, no actor)."""
+        if state is not None:
+            self.start_time = time.time() - state["seconds"]
+            self.best_return, self.best_actor = state["best_return"], state["best_actor"]
+            self.history, self.plot_path = state["history"], state["plot_path"]
+            self.plotted_rows = len(self.history)
+        recorder_path, actor_path = os.path.join(self.cwd, "recorder.csv"), os.path.join(self.cwd, "actor.pt")
+        if self.history:
+            columns = [name for name in self.history[0] if name not in ("avg_length", "episodes")]  # plot-only
+            with open(recorder_path + ".tmp", "w", newline="") as f:
+                csv.writer(f).writerows([columns] + [[row[name] for name in columns] for row in self.history])
+            os.replace(recorder_path + ".tmp", recorder_path)
+        elif os.path.exists(recorder_path):
+            os.remove(recorder_path)
+        if self.best_actor is not None:
+            save_atomically(self.best_actor, actor_path)
+        elif os.path.exists(actor_path):
+            os.remove(actor_path)
 
     def if_due(self) -> bool:
         """Whether the wait after the last evaluation has passed. eval_gap=0 evaluates after every update round,
@@ -362,8 +421,8 @@ class Evaluator:
         self.eval_seconds = time.time() - start
         avg_return, std_return = float(np.mean(returns)), float(np.std(returns))
         if avg_return > self.best_return:
-            self.best_return = avg_return
-            torch.save(agent.act.state_dict(), os.path.join(self.cwd, "actor.pt"))
+            self.best_return, self.best_actor = avg_return, cpu_state_dict(agent.act)
+            save_atomically(self.best_actor, os.path.join(self.cwd, "actor.pt"))
 
         row = {"step": step, "seconds": time.time() - self.start_time, "avg_return": avg_return,
                "std_return": std_return, "explore_return": explore_return} | stats
@@ -477,7 +536,7 @@ def train_and_evaluate(args: Arguments) -> dict:
     run_state = load_checkpoint(args.cwd, agent, buffer) if args.if_resume else {"step": 0, "episodes": 0, "evaluator": None}
     step, episodes_before = run_state["step"], run_state["episodes"]  # episodes_before: of the run before this process
     if args.if_resume:
-        torch.set_rng_state(run_state["torch_rng"])
+        set_rng_states(run_state["rng"])
     evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
     # a resumed run starts new episodes: an environment's inner state cannot be saved in general
     agent.last_state = env.reset(seed=args.seed + step)[0]
@@ -485,8 +544,9 @@ def train_and_evaluate(args: Arguments) -> dict:
           f"target_return {args.target_return}" + (f" | resumed at step {step}" if args.if_resume else ""))
 
     def save():
-        save_checkpoint(args.cwd, agent, buffer, {"step": step, "episodes": episodes_before + episode_count(env),
-                                                  "evaluator": evaluator.state_dict(), "torch_rng": torch.get_rng_state()})
+        save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
+                        {"step": step, "episodes": episodes_before + episode_count(env),
+                         "evaluator": evaluator.state_dict(), "rng": rng_states()})
 
     episodes_seen, last_save_time, stop_reason = 0, time.time(), None
     try:
@@ -495,21 +555,21 @@ def train_and_evaluate(args: Arguments) -> dict:
             check_finite(trajectory, step, args.num_envs, save)
             buffer.extend(*trajectory)
             step += horizon * args.num_envs
-            if not if_learning(args, step):
+            if not if_learning(args, step, buffer):
                 buffer.add_size = 0  # transitions from before learning starts are not paid for with updates
-                continue
-            stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
-
-            if_last_round = limit_reason(args, step, time.time() - evaluator.start_time) is not None
-            if evaluator.if_due() or if_last_round:
-                new_episodes = episode_count(env) - episodes_seen
-                explore_return = float(np.mean(list(env.return_queue)[-new_episodes:])) if new_episodes else math.nan
-                episodes_seen = episode_count(env)
-                avg_return = evaluator.evaluate_and_save(agent, step, episodes_before + episodes_seen, explore_return, stats)
-                if avg_return >= args.target_return:
-                    stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
-                else:
-                    stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
+                stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)  # nothing to evaluate yet
+            else:
+                stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
+                if_last_round = limit_reason(args, step, time.time() - evaluator.start_time) is not None
+                if evaluator.if_due() or if_last_round:
+                    new_episodes = episode_count(env) - episodes_seen
+                    explore_return = float(np.mean(list(env.return_queue)[-new_episodes:])) if new_episodes else math.nan
+                    episodes_seen = episode_count(env)
+                    avg_return = evaluator.evaluate_and_save(agent, step, episodes_before + episodes_seen, explore_return, stats)
+                    if avg_return >= args.target_return:
+                        stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
+                    else:
+                        stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
             stop_reason = stop_file_reason(args.cwd) or stop_reason  # consumed even when the run stops anyway
             if stop_reason is not None:
                 evaluator.finish()  # before the last checkpoint, which records the plot's name
@@ -536,7 +596,8 @@ def build_evaluator(args: Arguments, env_info: EnvInfo, step: int, state: dict |
         eval_env.reset(seed=args.seed + step + args.num_envs + i)
     evaluator = Evaluator(args.cwd, eval_envs, args.eval_gap, f"{args.agent.__name__} on {env_info.env_name}",
                           args.if_tensorboard)
-    evaluator.load_state_dict(state)
+    if args.if_resume:
+        evaluator.load_state_dict(state)
     return evaluator
 
 
@@ -578,11 +639,12 @@ def explore(agent: AgentBase, env, horizon: int, args: Arguments, step: int) -> 
     return agent.explore_env(env, horizon)
 
 
-def if_learning(args: Arguments, step: int) -> bool:
+def if_learning(args: Arguments, step: int, buffer) -> bool:
     """Whether to update after exploring up to `step`: on-policy always; off-policy once the random warm-up is
-    over and a batch is stored. While it is False the loops zero buffer.add_size, so that the first update round
-    trains on one round's worth of transitions (the TD3 paper's warm-up is not paid for with updates either)."""
-    return not args.agent.if_off_policy or step >= max(args.random_steps, args.batch_size)
+    over and the buffer holds a batch (a run resumed without its buffer refills it first). While it is False the
+    loops zero buffer.add_size, so that the first update round trains on one round's worth of transitions (the TD3
+    paper's warm-up is not paid for with updates either)."""
+    return not args.agent.if_off_policy or (step >= args.random_steps and buffer.cur_len >= args.batch_size)
 
 
 def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save):
@@ -614,7 +676,7 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
     args.init_before_training(agent_class, env_info)
     run_state = read_run_state(args.cwd) if args.if_resume else {"step": 0, "episodes": 0, "evaluator": None}
     step = run_state["step"]
-    ctx = mp.get_context(args.start_method)
+    ctx = mp.get_context(start_method_for(args.start_method))
     stop_event, error_queue = ctx.Event(), ctx.Queue()
     # one item each, the newest: actor weights, a round to evaluate, the recorder's state for the next checkpoint
     weights_queue, trajectory_queue, eval_queue, recorder_queue = (ctx.Queue(1) for _ in range(4))
@@ -640,38 +702,50 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
         while stop_reason is None:
             failed = [child for child in children if child.exitcode not in (None, 0)]
             if failed:
-                raise RuntimeError(describe_failure(failed[0], error_queue))
+                raise RuntimeError(describe_failure(failed, error_queue))
             try:
-                step, episodes, return_sum, stats, weights, learner_reason = eval_queue.get(timeout=0.2)
+                report = eval_queue.get(timeout=0.2)
             except queue.Empty:
                 continue
-            if learner_reason is None and not evaluator.if_due():
-                continue  # the learner sends every round; the newest one is evaluated when one is due
-            new_episodes, new_return_sum = episodes - explored_before[0], return_sum - explored_before[1]
+            step = report.step
+            if report.weights is None or (report.stop_reason is None and not evaluator.if_due()):
+                stop_reason = report.stop_reason  # the learner sends every round; the newest is evaluated when due
+                continue
+            new_episodes, new_return_sum = report.episodes - explored_before[0], report.return_sum - explored_before[1]
             explore_return = new_return_sum / new_episodes if new_episodes else math.nan
-            explored_before = episodes, return_sum
-            agent.act.load_state_dict(weights)
-            avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
+            explored_before = report.episodes, report.return_sum
+            agent.act.load_state_dict(report.weights)
+            avg_return = evaluator.evaluate_and_save(agent, step, report.episodes, explore_return, report.stats)
             put_newest(recorder_queue, evaluator.state_dict())  # for the learner's next checkpoint
             if avg_return >= args.target_return:
                 stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
             else:
-                stop_reason = learner_reason
+                stop_reason = report.stop_reason
     except KeyboardInterrupt:
         stop_reason = "Ctrl-C"
     finally:
         evaluator.finish()
-        put_newest(recorder_queue, evaluator.state_dict())  # before the stop: the learner's last checkpoint waits for it
+        # the learner's last checkpoint waits for this state; a dead learner never reads it, and the item, larger than
+        # a pipe once the history is long, must not keep this process from exiting
+        recorder_queue.cancel_join_thread()
+        put_newest(recorder_queue, evaluator.state_dict())
         stop_event.set()
         for child in children:  # the learner writes its last checkpoint before it leaves
-            child.join(timeout=60)
-        for child in children:
-            if child.is_alive():
-                child.terminate()
-                child.join(timeout=10)
-    failed = [child for child in children if child.exitcode not in (None, 0, -signal.SIGTERM)]
+            child.join(timeout=CHILD_EXIT_SECONDS)
+        terminated = [child for child in children if child.is_alive()]
+        for child in terminated:
+            child.terminate()
+            child.join(timeout=10)
+            if child.is_alive():  # no child outlives the run
+                child.kill()
+                child.join()
+    failed = [child for child in children if child not in terminated and child.exitcode != 0]
     if failed:
-        raise RuntimeError(describe_failure(failed[0], error_queue))
+        raise RuntimeError(describe_failure(failed, error_queue))
+    if children[1] in terminated:  # the explorer has nothing to save; the learner had
+        raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and was "
+                           f"terminated before it finished its final checkpoint: that checkpoint is lost, and resume "
+                           f"continues from the last periodic one (written every save_gap={args.save_gap} s)")
 
     seconds = time.time() - evaluator.start_time
     print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
@@ -680,9 +754,37 @@ def train_and_evaluate_mp(args: Arguments) -> dict:
             "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
 
 
+CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
+
+
+class LearnerReport(typing.NamedTuple):
+    """What the learner sends the recorder after each round of a multiprocess run (the newest replaces the last)."""
+    step: int  # environment steps taken, all sessions of the run
+    episodes: int  # exploration episodes finished, all sessions
+    return_sum: float  # the sum of their returns in this session
+    stats: dict  # the round's update_net stats; empty before learning starts
+    weights: dict | None  # a CPU copy of the actor to evaluate; None before learning starts (nothing to evaluate)
+    stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
+
+
+def start_method_for(requested: str | None) -> str | None:
+    """The multiprocessing start method: fork copies this process's CUDA state, which a child cannot use
+    ("Cannot re-initialize CUDA in forked subprocess"), so where CUDA is available the default is spawn, and fork
+    is refused once CUDA is initialised here. None elsewhere: the platform's default."""
+    if requested is None:
+        return "spawn" if torch.cuda.is_available() or torch.cuda.is_initialized() else None
+    if requested == "fork" and torch.cuda.is_initialized():
+        raise ValueError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked child "
+                         "cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
+    return requested
+
+
 def run_child(name: str, target, error_queue, *target_args):
-    """A child's entry: Ctrl-C is the parent's to handle; an exception goes to the parent as text, exit code 1."""
+    """A child's entry: Ctrl-C is the parent's to handle; SIGTERM ends it (a forked child inherits the parent's
+    handlers, and SDL's, installed by pygame when an env renders, would ignore it); an exception goes to the parent
+    as text, exit code 1."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         target(*target_args)
     except BaseException:
@@ -690,16 +792,17 @@ def run_child(name: str, target, error_queue, *target_args):
         sys.exit(1)
 
 
-def describe_failure(child, error_queue) -> str:
+def describe_failure(failed: list, error_queue) -> str:
+    """Every failed child (a learner's death can fail the explorer's next receipt of weights) and what each raised."""
     messages = []
     while True:
         try:
             messages.append("{} raised:\n{}".format(*error_queue.get(timeout=0.5)))
         except queue.Empty:
             break
-    code = child.exitcode
-    how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-    return f"the {child.name} process {how}; the run stopped" + ("\n" + "\n".join(messages) if messages else "")
+    hows = [f"the {child.name} process " + (f"was killed by signal {-child.exitcode}" if child.exitcode < 0
+                                             else f"exited with code {child.exitcode}") for child in failed]
+    return "; ".join(hows) + "; the run stopped" + ("\n" + "\n".join(messages) if messages else "")
 
 
 def put_newest(q, item):
@@ -741,10 +844,6 @@ def put_until_stopped(q, item, stop_event) -> bool:
     return False
 
 
-def cpu_state_dict(net: torch.nn.Module) -> dict:
-    return {name: tensor.detach().cpu() for name, tensor in net.state_dict().items()}
-
-
 def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weights_queue, trajectory_queue, stop_event):
     torch.set_num_threads(1)
     torch.manual_seed(args.seed + start_step + 1)  # the learner draws from seed: exploration noise gets its own stream
@@ -779,7 +878,7 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
     run_state = {"step": 0, "episodes": 0, "evaluator": None}
     if args.if_resume:
         run_state = load_checkpoint(args.cwd, agent, buffer)
-        torch.set_rng_state(run_state["torch_rng"])
+        set_rng_states(run_state["rng"])
     step, episodes, recorder_state = run_state["step"], run_state["episodes"], run_state["evaluator"]
     start_time = time.time() - (recorder_state["seconds"] if recorder_state is not None else 0.0)  # max_time counts all sessions
     print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
@@ -793,8 +892,8 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
             recorder_state = recorder_queue.get(timeout=10) if if_final else recorder_queue.get_nowait()
         except queue.Empty:
             pass
-        save_checkpoint(args.cwd, agent, buffer, {"step": step, "episodes": episodes, "evaluator": recorder_state,
-                                                  "torch_rng": torch.get_rng_state()})
+        save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
+                        {"step": step, "episodes": episodes, "evaluator": recorder_state, "rng": rng_states()})
 
     while reason is None:
         item = get_until_stopped(trajectory_queue, stop_event)
@@ -805,15 +904,15 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
         buffer.extend(*trajectory)  # both buffers move it to the learner's device
         step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
         episodes, return_sum = episodes + len(returns), return_sum + sum(returns)
-        if not if_learning(args, step):
+        stats, weights = {}, None
+        if not if_learning(args, step, buffer):
             buffer.add_size = 0  # as in the serial loop
-            continue
-        stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
-        weights = cpu_state_dict(agent.act)
-        put_newest(weights_queue, weights)
-
+        else:
+            stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
+            weights = cpu_state_dict(agent.act)
+            put_newest(weights_queue, weights)
         reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - start_time)
-        put_newest(eval_queue, (step, episodes, return_sum, stats, weights, reason))  # the recorder evaluates when due
+        put_newest(eval_queue, LearnerReport(step, episodes, return_sum, stats, weights, reason))  # evaluated when due
         if time.time() - last_save_time >= args.save_gap:
             save()
             last_save_time = time.time()
@@ -826,17 +925,34 @@ def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajector
 # ---- checkpoints ----
 
 
-def save_checkpoint(cwd: str, agent: AgentBase, buffer, run_state: dict):
-    """cwd/checkpoint/: the agent's networks, targets and optimizers, the replay buffer, and run_state (counters,
-    recorder history, RNG state). Written aside and renamed, so a kill at any moment leaves one complete
-    checkpoint: `checkpoint`, or `checkpoint.old` during the instant between the two renames."""
+CHECKPOINT_VERSION = 2  # the layout of run_state.pt; a checkpoint of another layout is refused rather than misread
+
+
+def rng_states() -> dict:
+    """torch's CPU generator and every GPU's, so that a resumed run draws what it would have drawn."""
+    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_states(states: dict):
+    torch.set_rng_state(states["cpu"])
+    if states["cuda"] and torch.cuda.is_available() and len(states["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(states["cuda"])  # else resumed on another machine: the GPUs draw anew
+
+
+def save_checkpoint(cwd: str, agent: AgentBase, buffer: ReplayBuffer | RolloutBuffer | None, run_state: dict):
+    """cwd/checkpoint/: the agent's networks, targets and optimizers, the replay buffer's filled part (None: left
+    out, if_save_buffer=False), and run_state (counters, the recorder's state with its best actor, RNG states).
+    Written aside and renamed, so a kill at any moment leaves one complete checkpoint: `checkpoint`, or
+    `checkpoint.old` during the instant between the two renames."""
     final, aside, old = (os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
     shutil.rmtree(aside, ignore_errors=True)
     os.makedirs(aside)
     agent.save_or_load_agent(aside, if_save=True)
-    if isinstance(buffer, ReplayBuffer):  # an on-policy rollout is discarded after each update anyway
+    if_buffer_saved = isinstance(buffer, ReplayBuffer)  # an on-policy rollout is discarded after each update anyway
+    if if_buffer_saved:
         torch.save(buffer.state_dict(), os.path.join(aside, "buffer.pt"))
-    torch.save(run_state, os.path.join(aside, "run_state.pt"))
+    torch.save(run_state | {"version": CHECKPOINT_VERSION, "if_buffer_saved": if_buffer_saved},
+               os.path.join(aside, "run_state.pt"))
     if os.path.isdir(final):
         shutil.rmtree(old, ignore_errors=True)
         os.rename(final, old)
@@ -854,17 +970,27 @@ def find_checkpoint(cwd: str) -> str:
 
 
 def read_run_state(cwd: str) -> dict:
-    """The counters, recorder state and RNG state of cwd's checkpoint (a weights_only load)."""
-    return load_weights(os.path.join(find_checkpoint(cwd), "run_state.pt"), "cpu")
+    """The counters, recorder state and RNG states of cwd's checkpoint (a weights_only load)."""
+    path = os.path.join(find_checkpoint(cwd), "run_state.pt")
+    run_state = load_weights(path, "cpu")
+    if run_state.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(f"{path} was written by another version of AgentRun.py (checkpoint layout "
+                         f"{run_state.get('version', 1)}, this one reads {CHECKPOINT_VERSION}); resume it with the "
+                         f"version that wrote it, or start a new run")
+    return run_state
 
 
 def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
     """Restore the agent and the buffer from cwd's checkpoint (weights_only loads) and return run_state."""
+    run_state = read_run_state(cwd)
     path = find_checkpoint(cwd)
     agent.save_or_load_agent(path, if_save=False)
-    if isinstance(buffer, ReplayBuffer):
+    if run_state["if_buffer_saved"]:
         buffer.load_state_dict(load_weights(os.path.join(path, "buffer.pt"), buffer.device))
-    return load_weights(os.path.join(path, "run_state.pt"), "cpu")
+    elif isinstance(buffer, ReplayBuffer):
+        print(f"resume: {path} holds no replay buffer (if_save_buffer=False); it refills from new exploration, "
+              f"and learning waits until it holds batch_size transitions", flush=True)
+    return run_state
 
 
 # ---- replay ----
@@ -882,10 +1008,10 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
         config = json.load(f)
     agent_class = Arguments(agent=config["agent"]).get_agent_class()
     try:  # the first episode is rendered for the GIF
-        envs = [prepare_env(gym.make(config["env"], render_mode="rgb_array" if i == 0 else None))[0]
+        envs = [prepare_env(env_from_config(config["env"], render_mode="rgb_array" if i == 0 else None))[0]
                 for i in range(episodes or config["eval_times"])]
     except gym.error.Error as error:
-        raise ValueError(f"replay makes the env from config.json's id {config['env']!r}, which gymnasium does not know "
+        raise ValueError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
                          f"({error}); replay works for runs of registered environments") from None
     env_info = prepare_env(envs[0])[1]
     agent = agent_class(config["net_dim"], env_info.state_dim, env_info.action_dim)
@@ -897,8 +1023,8 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
     results = run_episodes(envs, agent, frames)
     returns, lengths = np.array(results).T
     gif_path = os.path.join(cwd, "replay.gif")
-    write_gif(frames, gif_path, title=f"{config['agent']} on {config['env']}: return {returns[0]:.1f}")
-    print(f"{config['agent']} on {config['env']}, {len(results)} episodes: return {returns.mean():.1f} +- {returns.std():.1f}, "
+    write_gif(frames, gif_path, title=f"{config['agent']} on {env_info.env_name}: return {returns[0]:.1f}")
+    print(f"{config['agent']} on {env_info.env_name}, {len(results)} episodes: return {returns.mean():.1f} +- {returns.std():.1f}, "
           f"length {lengths.mean():.0f} +- {lengths.std():.0f}; first episode in {gif_path}")
     return {"avg_return": float(returns.mean()), "std_return": float(returns.std()),
             "avg_length": float(lengths.mean()), "gif": gif_path, "frames": len(frames)}
@@ -925,6 +1051,8 @@ def resume(cwd: str, **overrides) -> dict:
         raise FileNotFoundError(f"resume needs {config_path}, the settings of the run to continue")
     with open(config_path) as f:
         config = json.load(f)
+    if "env" not in overrides:  # an instance that config.json cannot rebuild can be passed again
+        config["env"] = env_from_config(config["env"])
     return train_and_evaluate(Arguments(**(config | overrides | {"cwd": cwd, "if_resume": True, "if_remove": False})))
 
 

@@ -10,6 +10,7 @@ Every agent shares one interface (DESIGN.md):
 Continuous actions are in [-1, 1]; the environment rescales them (gymnasium.wrappers.RescaleAction).
 Discrete agents return integer actions.
 """
+import math
 import os
 import pickle
 from copy import deepcopy
@@ -126,8 +127,9 @@ class ReplayBuffer:
         return tuple(buf[idx] for buf in self.tensors)
 
     def state_dict(self) -> dict:
+        """The filled part only, as CPU copies: a view of the preallocated tensors would save all of their storage."""
         return {"pointer": self.pointer, "cur_len": self.cur_len, "add_size": self.add_size,
-                "tensors": [buf[:self.cur_len].cpu() for buf in self.tensors]}
+                "tensors": [buf[:self.cur_len].to("cpu", copy=True) for buf in self.tensors]}
 
     def load_state_dict(self, state: dict):
         self.pointer, self.cur_len, self.add_size = state["pointer"], state["cur_len"], state["add_size"]
@@ -188,6 +190,7 @@ class AgentBase:
                           # 24k, and Pendulum-v1 took fewer seconds for DDPG, TD3 and SAC (History/benchmarks.csv).
                           # AgentDQN sets 0: on CartPole a warm-up of 3000 made it slower (History/UPDATE_LOG.md).
                           random_steps=10_000,
+                          if_save_buffer=True,  # checkpoints hold the replay buffer's filled part
                           if_multiprocess=False)  # the serial loop: SAC measured no faster in processes (History/)
     # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict. With batch_size 128,
     # learning_rate 2e-3 and tau 0.02, DDPG, TD3 and SAC solved Pendulum-v1 after 768 updates in 14 of 15 seeds,
@@ -210,6 +213,7 @@ class AgentBase:
         self.net_dim, self.state_dim, self.action_dim = net_dim, state_dim, action_dim
         self.device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
         self.last_state = None  # the state explore_env continues from; None starts a new episode
+        self.critic_steps = 0  # across update_net calls: the actor and the targets follow every policy_delay of them
 
         self.act = self.act_target = self.cri = self.cri_target = None
         self.act_optimizer = self.cri_optimizer = None
@@ -290,30 +294,35 @@ class AgentBase:
 
     def update_net(self, buffer: ReplayBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """repeat_times gradient steps of the critic per transition added since the last call (the
-        update-to-data ratio), the actor every policy_delay of them. Returns mean objectives."""
+        update-to-data ratio); every policy_delay-th critic step, counted across calls, also steps the actor and
+        soft-updates both targets (TD3 paper, Algorithm 1). Returns mean objectives (obj_actor NaN in a call
+        without an actor step, so that every recorder row has the same columns)."""
         update_times = max(1, int(buffer.add_size * repeat_times))
         buffer.add_size = 0
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         actor_steps = 0
-        for update_i in range(update_times):
+        for _ in range(update_times):
             batch = buffer.sample(batch_size)
             obj_critic = self.get_obj_critic(batch)
             optimizer_step(self.cri_optimizer, obj_critic)
-            soft_update(self.cri_target, self.cri, self.soft_update_tau)
             sum_obj_critic = sum_obj_critic + obj_critic.detach()  # summed on the device: no sync per step
+            self.critic_steps += 1
+            if self.critic_steps % self.policy_delay != 0:
+                continue
 
-            if self.act_optimizer is not None and update_i % self.policy_delay == 0:
+            if self.act_optimizer is not None:
                 self.cri.requires_grad_(False)  # the actor's objective passes through the critic: no gradients for it
                 obj_actor = self.get_obj_actor(batch)
                 self.cri.requires_grad_(True)
                 optimizer_step(self.act_optimizer, obj_actor)
-                if self.act_target is not None:
-                    soft_update(self.act_target, self.act, self.soft_update_tau)
                 sum_obj_actor = sum_obj_actor + obj_actor.detach()
                 actor_steps += 1
+            soft_update(self.cri_target, self.cri, self.soft_update_tau)
+            if self.act_target is not None:
+                soft_update(self.act_target, self.act, self.soft_update_tau)
         stats = {"obj_critic": sum_obj_critic.item() / update_times}
-        if actor_steps:
-            stats["obj_actor"] = sum_obj_actor.item() / actor_steps
+        if self.act_optimizer is not None:
+            stats["obj_actor"] = sum_obj_actor.item() / actor_steps if actor_steps else math.nan
         return stats | self.extra_stats()
 
     def get_obj_critic(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:

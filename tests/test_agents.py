@@ -1,3 +1,4 @@
+import math
 import os
 
 import gymnasium as gym
@@ -211,9 +212,30 @@ def test_td3_delays_the_actor():
     agent = AgentTD3(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu")
     buffer = ReplayBuffer(100, STATE_DIM, ACTION_DIM, if_discrete=False)
     buffer.extend(torch.randn(4, STATE_DIM), torch.zeros(4, ACTION_DIM), torch.randn(4), torch.ones(4), torch.randn(4, STATE_DIM))
-    agent.update_net(buffer, batch_size=4, repeat_times=1.0)  # 4 critic steps, actor at 0 and 2
+    agent.update_net(buffer, batch_size=4, repeat_times=1.0)  # 4 critic steps, the actor after the 2nd and the 4th
     assert agent.act_optimizer.state_dict()["state"][0]["step"] == 2
     assert agent.cri_optimizer.state_dict()["state"][0]["step"] == 4
+
+
+def test_td3_delays_the_actor_and_both_targets_across_calls():
+    """One critic step per call: the actor and both targets move every policy_delay = 2 critic steps, counted
+    across calls (TD3 paper, Algorithm 1), not at the first step of every call."""
+    agent = AgentTD3(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu")
+    buffer = ReplayBuffer(100, STATE_DIM, ACTION_DIM, if_discrete=False)
+    buffer.extend(torch.randn(8, STATE_DIM), torch.zeros(8, ACTION_DIM), torch.randn(8), torch.ones(8), torch.randn(8, STATE_DIM))
+    snapshot = lambda net: [p.clone() for p in net.parameters()]
+    moved = lambda net, before: any(not torch.equal(p, q) for p, q in zip(net.parameters(), before))
+    obj_actors = []
+    for call in range(1, 11):
+        buffer.add_size = 1  # one critic step per call
+        act_target, cri_target, act = snapshot(agent.act_target), snapshot(agent.cri_target), snapshot(agent.act)
+        obj_actors.append(agent.update_net(buffer, batch_size=4, repeat_times=1.0)["obj_actor"])
+        if_delayed_step = call % 2 == 0
+        assert moved(agent.act, act) == moved(agent.act_target, act_target) == moved(agent.cri_target, cri_target) \
+            == if_delayed_step, call
+    assert agent.cri_optimizer.state_dict()["state"][0]["step"] == 10
+    assert agent.act_optimizer.state_dict()["state"][0]["step"] == 5
+    assert [math.isnan(value) for value in obj_actors] == [True, False] * 5  # the column is there in every call
 
 
 @pytest.mark.parametrize("agent_class", [AgentDQN, AgentD3QN, AgentDDPG, AgentTD3, AgentSAC])

@@ -1,4 +1,5 @@
 """The multiprocess loop: learning, both start methods, faults, clean stops."""
+import multiprocessing as mp
 import os
 import random
 import re
@@ -8,7 +9,9 @@ import sys
 import time
 
 import pytest
+import torch
 
+import AgentRun
 from AgentRun import Arguments, load_checkpoint, resume, train_and_evaluate
 from AgentZoo import AgentSAC, ReplayBuffer
 from test_resume import NaNAtStep, default_sigint, read_rows, wait_for
@@ -87,8 +90,16 @@ def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path):
 def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(tmp_path):
     cwd = str(tmp_path / "run")
     proc, pids = start_mp_run(cwd, "save_gap=0.5", "eval_gap=0", "target_return=-200")
-    wait_for(os.path.join(cwd, "checkpoint", "run_state.pt"))
-    time.sleep(random.uniform(0.5, 3.0))  # a random moment after the first checkpoint
+    deadline = time.time() + 120
+    while True:  # a checkpoint with recorder rows: the learner takes the recorder's state at its next save
+        try:
+            if AgentRun.read_run_state(cwd)["evaluator"] is not None:
+                break
+        except FileNotFoundError:  # not written yet
+            pass
+        assert time.time() < deadline
+        time.sleep(0.1)
+    time.sleep(random.uniform(0.0, 2.0))  # a random moment after it
     proc.send_signal(signal.SIGKILL)  # the parent only: its children must notice and leave on their own
     proc.wait(timeout=30)
     deadline = time.time() + 10
@@ -110,8 +121,10 @@ def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(
     assert "multiprocess" in out.stdout and f"resumed at step {saved_step}" in out.stdout
     assert "Stop: reached target_return -200.0" in out.stdout
     rows_after = read_rows(cwd)
-    assert rows_after[:len(rows_before)] == rows_before  # nothing recorded is lost
-    assert saved_step < int(rows_after[len(rows_before)][0]) <= saved_step + 1024  # the counter carries on
+    assert rows_after[:len(saved_rows) + 1] == rows_before[:len(saved_rows) + 1]  # nothing the checkpoint recorded is lost
+    steps = [int(row[0]) for row in rows_after[1:]]
+    assert steps == sorted(set(steps))  # rows written after the checkpoint are gone: steps strictly increase
+    assert saved_step < steps[len(saved_rows)] <= saved_step + 1024  # the counter carries on
 
 
 def test_sigkill_of_every_process_while_checkpoints_are_written_leaves_one_that_loads(tmp_path):
@@ -139,3 +152,72 @@ def test_serial_checkpoint_resumes_in_the_multiprocess_loop(tmp_path):
     assert result["stop_reason"] == "reached break_step 1024" and result["step"] >= 1024
     rows_after = read_rows(cwd)
     assert rows_after[:len(rows_before)] == rows_before and int(rows_after[-1][0]) >= 1024
+
+
+def test_weights_sent_to_another_process_are_a_copy():
+    """A queue moves a CPU tensor into shared memory: were the learner's parameters sent as they are, the receiver
+    would read them live, half-updated by the next step, and actor.pt might not be the evaluated actor."""
+    net = torch.nn.Linear(3, 2)
+    sent = {name: tensor.clone() for name, tensor in net.state_dict().items()}
+    q = mp.get_context("spawn").Queue()
+    q.put(AgentRun.cpu_state_dict(net))
+    time.sleep(0.2)  # the queue's feeder thread has pickled the item
+    with torch.no_grad():
+        net.weight.add_(1.0)  # the learner's next update
+    received = q.get(timeout=10)
+    assert all(torch.equal(received[name], sent[name]) for name in sent)
+
+
+def test_fork_is_not_the_default_where_cuda_is_available(monkeypatch):
+    """A forked learner cannot use CUDA once the parent initialised it ("Cannot re-initialize CUDA in forked
+    subprocess"): spawn is the default where CUDA is available, and fork is refused once it is initialised."""
+    assert AgentRun.start_method_for(None) is None  # no CUDA on this machine: the platform's default
+    assert AgentRun.start_method_for("fork") == "fork"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert AgentRun.start_method_for(None) == "spawn"
+    assert AgentRun.start_method_for("forkserver") == "forkserver"
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(ValueError, match=r"start_method='fork' is not accepted: CUDA is initialised in this process"):
+        AgentRun.start_method_for("fork")
+
+
+def test_learner_terminated_before_its_final_checkpoint_is_an_error(tmp_path, monkeypatch):
+    """A learner that does not leave in time is terminated: its final checkpoint is lost, which is no clean stop."""
+    monkeypatch.setattr(AgentRun, "CHILD_EXIT_SECONDS", 2.0)
+    monkeypatch.setattr(AgentRun, "save_checkpoint", lambda *args: time.sleep(60))  # fork: the learner's too
+    args = Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(tmp_path / "run"), break_step=4096,
+                     target_return=1e9, save_gap=1000, if_multiprocess=True, start_method="fork")
+    with pytest.raises(RuntimeError, match=r"the learner did not leave within 2.0 s of the stop \(reached break_step "
+                                           r"4096\) and was terminated before it finished its final checkpoint"):
+        train_and_evaluate(args)
+
+
+def test_parent_exits_promptly_when_the_learner_dies_with_a_long_recorder_history(tmp_path):
+    """The recorder's state, sent to the learner for its checkpoints, outgrows a pipe at about 650 rows; after the
+    learner's death nobody reads it, and the parent's exit must not wait for it to be read."""
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=1024, random_steps=256,
+                                 eval_gap=0, target_return=1e9))
+    agent, buffer = AgentSAC(128, 3, 1, device="cpu"), ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
+    run_state = load_checkpoint(cwd, agent, buffer)
+    last_row = run_state["evaluator"]["history"][-1]
+    run_state["evaluator"]["history"] = [last_row | {"step": step} for step in range(1, 801)]
+    AgentRun.save_checkpoint(cwd, agent, buffer, run_state)
+
+    proc = subprocess.Popen([sys.executable, "AgentRun.py", f"resume={cwd}", "if_multiprocess=True", "break_step=10000000"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = {}
+    while "learner" not in pids:
+        pids = dict(re.findall(r"(explorer|learner) pid (\d+)", proc.stdout.readline()))
+    rows, deadline = len(read_rows(cwd)), time.time() + 120
+    while len(read_rows(cwd)) == rows:  # a new evaluation: the parent has sent a state of 801 rows
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    os.kill(int(pids["learner"]), signal.SIGKILL)
+    start = time.time()
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.time() - start < 10
+    assert proc.returncode != 0 and "the learner process was killed by signal 9" in stderr

@@ -1,5 +1,6 @@
 """Checkpoints and resume (serial loop): a kill loses at most the work since the last checkpoint."""
 import csv
+import json
 import math
 import os
 import random
@@ -53,8 +54,8 @@ def fresh_sac_and_buffer():
 def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
     cwd = str(tmp_path / "run")
     proc = start_run(cwd, "save_gap=0.5")
-    wait_for(os.path.join(cwd, "checkpoint", "run_state.pt"))
-    time.sleep(random.uniform(0.0, 3.0))  # a random moment after the first checkpoint
+    wait_for(os.path.join(cwd, "recorder.csv"))  # learning has started
+    time.sleep(random.uniform(0.6, 3.0))  # a random moment after a checkpoint of the learning run
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
@@ -62,7 +63,7 @@ def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
 
     agent, buffer = fresh_sac_and_buffer()
     run_state = load_checkpoint(cwd, agent, buffer)
-    saved_step = run_state["step"]
+    saved_step, saved_rows = run_state["step"], len(run_state["evaluator"]["history"])
     assert saved_step > 0 and buffer.cur_len == saved_step  # every explored transition is in the saved buffer
     assert torch.isfinite(buffer.states[:buffer.cur_len]).all()
 
@@ -71,8 +72,10 @@ def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
     assert f"resumed at step {saved_step}" in out.stdout
     assert "Stop: reached target_return -200.0" in out.stdout
     rows_after = read_rows(cwd)
-    assert rows_after[:len(rows_before)] == rows_before  # nothing recorded is lost
-    assert int(rows_after[len(rows_before)][0]) == saved_step + 256  # the step counter carries on from the checkpoint
+    assert rows_after[:saved_rows + 1] == rows_before[:saved_rows + 1]  # nothing the checkpoint recorded is lost
+    steps = [int(row[0]) for row in rows_after[1:]]
+    assert steps == sorted(set(steps))  # rows written after the checkpoint are gone: steps strictly increase
+    assert steps[saved_rows] == saved_step + 256  # the step counter carries on from the checkpoint
 
 
 def test_sigkill_while_checkpoints_are_written_leaves_one_that_loads(tmp_path):
@@ -230,3 +233,122 @@ def test_stop_file_and_ctrl_c_stop_cleanly_with_everything_saved(how, tmp_path):
     agent, buffer = fresh_sac_and_buffer()
     assert load_checkpoint(cwd, agent, buffer)["step"] > 0 and os.path.isfile(os.path.join(cwd, "actor.pt"))
     assert not os.path.exists(os.path.join(cwd, "stop"))  # honoured once, so a resume carries on
+
+
+@pytest.mark.parametrize("if_multiprocess", [False, True])
+def test_stop_file_during_the_random_warm_up_stops_within_one_round(if_multiprocess, tmp_path):
+    """The warm-up explores and does not learn, but the stop file and the limits are checked in each of its rounds."""
+    cwd = tmp_path / "run"
+    cwd.mkdir()
+    (cwd / "stop").touch()
+    result = train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(cwd), random_steps=200_000,
+                                          break_step=400_000, if_multiprocess=if_multiprocess))
+    assert result["stop_reason"] == "found the file `stop` in cwd" and result["step"] == 256  # the first round
+    assert load_checkpoint(str(cwd), *fresh_sac_and_buffer())["step"] == 256 and not (cwd / "stop").exists()
+
+
+def test_max_time_during_the_random_warm_up_stops_the_run(tmp_path):
+    result = train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "run"),
+                                          random_steps=10_000_000, break_step=20_000_000, max_time=1.0))
+    assert result["stop_reason"] == "reached max_time 1.0 s" and 256 <= result["step"] < 100_000
+
+
+class Killed(BaseException):
+    """A kill the loop cannot catch: nothing is saved after it, as after SIGKILL."""
+
+
+def test_resume_drops_what_the_run_recorded_after_its_checkpoint(tmp_path, monkeypatch):
+    """Rows and a better actor.pt written after the last checkpoint are undone by resume: recorder.csv is rewritten
+    from the checkpoint's rows (steps strictly increase) and actor.pt is the actor of the best row that remains."""
+    cwd = str(tmp_path / "run")
+    scripted = iter([-900.0, -800.0, -700.0,  # the first session, checkpointed at its stop
+                     -100.0, 0.0, None,  # the second: killed before its next checkpoint, so these rows are undone
+                     -1000.0, -1000.0])  # the third, resumed from the first's checkpoint
+    evaluated = []  # (return, the evaluated actor's weights), in order
+
+    def scripted_episodes(envs, agent, frames=None):
+        avg_return = next(scripted)
+        if avg_return is None:
+            raise Killed
+        evaluated.append((avg_return, {name: t.clone() for name, t in agent.act.state_dict().items()}))
+        return [(avg_return, 100)] * len(envs)
+
+    monkeypatch.setattr(AgentRun, "run_episodes", scripted_episodes)
+    common = dict(eval_gap=0, target_return=1e9)
+    train_and_evaluate(Arguments(agent="AgentDQN", env="CartPole-v1", cwd=cwd, break_step=768, **common))
+    with pytest.raises(Killed):
+        AgentRun.resume(cwd, break_step=4096, save_gap=1000)
+    assert [int(row[0]) for row in read_rows(cwd)[1:]] == [256, 512, 768, 1024, 1280]  # as a kill leaves them
+    assert torch.equal(torch.load(os.path.join(cwd, "actor.pt"), weights_only=True)["net.0.weight"],
+                       evaluated[4][1]["net.0.weight"])  # the undone 0.0 row's actor
+
+    AgentRun.resume(cwd, break_step=1280)
+    rows = read_rows(cwd)
+    assert [int(row[0]) for row in rows[1:]] == [256, 512, 768, 1024, 1280]
+    assert [float(row[2]) for row in rows[1:]] == [-900, -800, -700, -1000, -1000]
+    actor = torch.load(os.path.join(cwd, "actor.pt"), weights_only=True)
+    best = evaluated[2][1]  # -700, the best row recorded
+    assert all(torch.equal(actor[name], best[name]) for name in best)
+    assert not os.path.exists(os.path.join(cwd, "actor.pt.tmp"))  # written aside, then renamed
+
+
+def test_checkpoint_holds_only_the_stored_part_of_the_buffer(tmp_path):
+    """buffer.pt grows with the transitions stored, not with max_memo (a view would save the whole storage)."""
+    agent = AgentSAC(16, 3, 1, device="cpu")
+    sizes = {}
+    for stored in (100, 10_000):
+        buffer = ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
+        buffer.extend(torch.randn(stored, 3), torch.rand(stored, 1), torch.randn(stored), torch.ones(stored),
+                      torch.randn(stored, 3))
+        save_checkpoint(str(tmp_path / str(stored)), agent, buffer, {"step": stored})
+        sizes[stored] = os.path.getsize(tmp_path / str(stored) / "checkpoint" / "buffer.pt")
+    per_transition = (3 + 1 + 1 + 1 + 3) * 4  # float32 state, action, reward, not_terminated, next_state
+    assert 100 * per_transition <= sizes[100] < 100 * per_transition + 10_000
+    assert 10_000 * per_transition <= sizes[10_000] < 10_000 * per_transition + 10_000
+
+
+def test_checkpoint_without_the_buffer_resumes_and_refills_it(tmp_path):
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=512, random_steps=256,
+                                 eval_gap=0, target_return=1e9, if_save_buffer=False))
+    assert not os.path.exists(os.path.join(cwd, "checkpoint", "buffer.pt"))
+    out = subprocess.run([sys.executable, "AgentRun.py", f"resume={cwd}", "break_step=1024"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "holds no replay buffer (if_save_buffer=False); it refills from new exploration" in out.stdout
+    assert "Stop: reached break_step 1024" in out.stdout
+    agent, buffer = fresh_sac_and_buffer()
+    load_checkpoint(cwd, agent, buffer)  # the resumed run does not save it either
+    assert buffer.cur_len == 0 and not os.path.exists(os.path.join(cwd, "checkpoint", "buffer.pt"))
+
+
+def test_resume_and_replay_rebuild_the_env_instance_with_its_kwargs_and_time_limit(tmp_path):
+    """config.json records an instance's whole spec: trained with g=3.0 and 50-step episodes, replayed and resumed
+    with them (the id alone would give g=10.0 and 200 steps)."""
+    cwd = str(tmp_path / "run")
+    env = gym.make("Pendulum-v1", g=3.0, max_episode_steps=50)
+    train_and_evaluate(Arguments(agent="AgentSAC", env=env, cwd=cwd, break_step=512, random_steps=256, eval_gap=0,
+                                 eval_times=2, target_return=1e9))
+    with open(os.path.join(cwd, "config.json")) as f:
+        recorded = json.load(f)["env"]
+    assert recorded["id"] == "Pendulum-v1" and recorded["kwargs"] == {"g": 3.0} and recorded["max_episode_steps"] == 50
+    rebuilt = AgentRun.env_from_config(recorded)
+    assert rebuilt.unwrapped.g == 3.0 and rebuilt.spec.max_episode_steps == 50
+    assert AgentRun.replay(cwd, episodes=1)["avg_length"] == 50
+    AgentRun.resume(cwd, break_step=1024)
+    history = load_checkpoint(cwd, *fresh_sac_and_buffer())["evaluator"]["history"]
+    assert history[-1]["step"] == 1024 and history[-1]["avg_length"] == 50
+
+
+def test_an_env_that_cannot_be_rebuilt_is_refused_by_resume_and_replay(tmp_path):
+    from envs import CounterEnv
+
+    cwd = str(tmp_path / "run")
+    make = lambda: gym.wrappers.TimeLimit(CounterEnv(terminate_at=30), max_episode_steps=20)  # not registered
+    train_and_evaluate(Arguments(agent="AgentDQN", env=make(), cwd=cwd, break_step=512, eval_gap=0, target_return=1e9))
+    message = r"config.json records an env instance of envs.CounterEnv, which cannot be rebuilt: it has no gymnasium spec"
+    with pytest.raises(ValueError, match=message):
+        AgentRun.resume(cwd, break_step=1024)
+    with pytest.raises(ValueError, match=message):
+        AgentRun.replay(cwd)
+    assert AgentRun.resume(cwd, env=make(), break_step=1024)["step"] == 1024  # the instance passed again
