@@ -227,7 +227,6 @@ class EnvInfo:
     state_dim: int
     action_dim: int  # number of actions if discrete, else the action vector's length
     if_discrete: bool
-    max_step: int | None  # the time limit of an episode, None if the env has none
     target_return: float  # the spec's reward_threshold; +inf (never stop on return) if it has none
 
 
@@ -318,6 +317,9 @@ def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
                          f"Box observations of shape (state_dim,) (images, Dict, Tuple and Discrete are not)")
     if isinstance(action_space, gym.spaces.Discrete):
         if_discrete, action_dim = True, int(action_space.n)
+        if action_space.start != 0:  # the agents' actions are 0..n-1
+            start = int(action_space.start)
+            env = gym.wrappers.TransformAction(env, lambda action: action + start, gym.spaces.Discrete(action_dim))
     elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
         if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
             raise ValueError(f"{env_name}: action space {action_space} has infinite bounds; they must be finite "
@@ -329,11 +331,22 @@ def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
         raise ValueError(f"{env_name}: action space {action_space} is not supported; "
                          f"the agents take Discrete or flat Box action spaces")
 
+    if not has_time_limit(env):
+        raise ValueError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
+                         f"gymnasium.wrappers.TimeLimit(env, max_episode_steps=N), or register it with max_episode_steps")
     threshold = spec.reward_threshold if spec is not None else None
     if threshold is None:
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
-    max_step = spec.max_episode_steps if spec is not None else None
-    return env, EnvInfo(env_name, obs_space.shape[0], action_dim, if_discrete, max_step, float(threshold))
+    return env, EnvInfo(env_name, obs_space.shape[0], action_dim, if_discrete, float(threshold))
+
+
+def has_time_limit(env: gym.Env) -> bool:
+    """Whether a TimeLimit wrapper (gym.make adds one for a spec's max_episode_steps) truncates the env's episodes."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return True
+        env = env.env
+    return False
 
 
 # ---- evaluator and recorder ----

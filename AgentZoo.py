@@ -619,12 +619,18 @@ class AgentDiscretePPO(AgentPPO):
 
 
 class AgentA2C(AgentPPO):
-    """A2C (Mnih et al. arXiv:1602.01783, synchronous): PPO's loop with one pass over a short rollout in a
-    single batch and the plain policy gradient log pi(a|s) * advantage, no ratio and no clipping."""
+    """A2C (Mnih et al. arXiv:1602.01783, synchronous): PPO's loop with one step on a short rollout as a single
+    batch and the plain policy gradient log pi(a|s) * advantage, no ratio and no clipping."""
 
-    train_defaults = AgentPPO.train_defaults | dict(target_step=256, batch_size=256, repeat_times=1,
-                                                    if_multiprocess=False)  # not measured faster in processes
+    # no batch_size or repeat_times: a second step would follow the plain gradient on data the stepped policy did not act
+    train_defaults = {name: value for name, value in AgentPPO.train_defaults.items() if name not in ("batch_size", "repeat_times")
+                      } | dict(target_step=256, if_multiprocess=False)  # not measured faster in processes
     hyper_defaults = {name: value for name, value in AgentPPO.hyper_defaults.items() if name != "ratio_clip"}  # no ratio
+
+    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
+                   ) -> dict[str, float]:
+        """One step on the whole rollout, whatever batch_size and repeat_times say."""
+        return super().update_net(buffer, buffer.add_size, 1)
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         state, action, _old_log_prob, advantage = batch

@@ -120,6 +120,9 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
     ("AgentA2C", "ratio_clip", "AgentDiscretePPO, AgentPPO"),  # A2C's objective has no ratio to clip
     ("AgentPPO", "max_memo", "AgentD3QN, AgentDDPG"),  # no replay buffer
+    ("AgentA2C", "batch_size", "AgentD3QN, AgentDDPG"),  # one step on the whole rollout
+    ("AgentA2C", "repeat_times", "AgentD3QN, AgentDDPG"),
+    ("AgentPPO", "if_save_buffer", "AgentD3QN, AgentDDPG"),  # no replay buffer to leave out
 ])
 def test_hyperparameter_of_another_agent_is_refused(agent, field, users, tmp_path):
     """Rather than quietly ignored: a typo of agent, or a knob that does nothing for this one."""
@@ -159,3 +162,43 @@ def test_break_step_within_the_random_warm_up_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"break_step=5000 is not accepted: AgentTD3 explores at random for its first "
                                          r"random_steps=10000 steps.*smaller random_steps"):
         train_and_evaluate(args)
+
+
+def test_env_without_a_time_limit_is_refused():
+    """Evaluation runs each episode to its end, which an env without a time limit might never reach."""
+    from envs import CounterEnv
+
+    with pytest.raises(ValueError, match=r"CounterEnv has no time limit, so an evaluation episode might never end; wrap "
+                                         r"it in gymnasium.wrappers.TimeLimit\(env, max_episode_steps=N\)"):
+        build_env(CounterEnv(terminate_at=1000))
+    build_env(gym.wrappers.TimeLimit(CounterEnv(terminate_at=1000), max_episode_steps=100))  # accepted
+
+
+class StartEnv(gym.Env):
+    """Discrete(3, start=-1): actions -1, 0, 1; records the actions it is given."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(3, start=-1)
+
+    def __init__(self):
+        self.received = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        self.received.append(int(action))
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+def test_discrete_actions_are_shifted_to_a_space_that_does_not_start_at_zero():
+    """The agents' actions are 0..n-1; a Discrete(n, start) env gets them shifted by start, not off by start."""
+    inner = StartEnv()
+    env, env_info = build_env(gym.wrappers.TimeLimit(inner, max_episode_steps=10))
+    assert env_info.if_discrete and env_info.action_dim == 3 and env.action_space == gym.spaces.Discrete(3)
+    env.reset(seed=0)
+    for action in (0, 1, 2):
+        env.step(np.int64(action))
+    assert inner.received == [-1, 0, 1]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import gymnasium as gym
 import pytest
 import torch
 
@@ -65,7 +66,8 @@ def test_killed_child_stops_the_run_with_an_error_and_no_orphans(victim, tmp_pat
 
 
 def test_child_that_raises_stops_the_run_with_its_traceback(tmp_path):
-    args = Arguments(agent="AgentDQN", env=NaNAtStep(), cwd=str(tmp_path / "run"), target_return=1e9, if_multiprocess=True)
+    args = Arguments(agent="AgentDQN", env=gym.wrappers.TimeLimit(NaNAtStep(), max_episode_steps=20), cwd=str(tmp_path / "run"),
+                     target_return=1e9, if_multiprocess=True)
     with pytest.raises(RuntimeError, match=r"(?s)the learner process exited with code 1.*NaN or infinite observation"):
         train_and_evaluate(args)
 

@@ -104,8 +104,9 @@ def test_a2c_objective_is_the_plain_policy_gradient():
 
 
 def test_a2c_shares_ppo_code():
-    for name in ("explore_env", "update_net", "init_networks", "select_action"):
+    for name in ("explore_env", "init_networks", "select_action"):
         assert name not in vars(AgentA2C) and name not in vars(AgentDiscreteA2C)
+    assert "update_net" not in vars(AgentDiscreteA2C)  # A2C's: PPO's update, one step on the whole rollout
     assert set(vars(AgentDiscreteA2C)) <= {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__",
                                            "hyper_defaults"}
     # A2C's hyperparameters (no ratio to clip) with the categorical policy's entropy bonus
@@ -114,7 +115,7 @@ def test_a2c_shares_ppo_code():
     assert AgentDiscreteA2C.hyper_defaults["entropy_coef"] > 0 and "ratio_clip" not in AgentA2C.hyper_defaults
     assert AgentDiscreteA2C.act_class is ActorDiscretePPO and AgentDiscreteA2C.if_discrete
     assert AgentDiscreteA2C.get_obj_actor is AgentA2C.get_obj_actor
-    assert AgentA2C.train_defaults["repeat_times"] == 1  # one pass
+    assert "repeat_times" not in AgentA2C.train_defaults and "batch_size" not in AgentA2C.train_defaults  # one step
 
 
 def test_update_net_on_a_rollout():
@@ -189,3 +190,20 @@ def test_multiprocess_ppo_ratio_is_one_at_the_first_minibatch_of_every_round(tmp
                                  target_return=1e9, eval_times=1, if_multiprocess=True, start_method="fork"))
     ratios = [float(line) for line in path.read_text().split()]
     assert len(ratios) >= 8 and max(ratios) < 1e-5, ratios
+
+
+@pytest.mark.parametrize("agent_class", [AgentA2C, AgentDiscreteA2C])
+def test_a2c_takes_one_step_on_the_whole_rollout(agent_class):
+    """A second plain policy-gradient step would follow the gradient on data the stepped policy did not act on:
+    batch_size and repeat_times are not A2C's to set (the loop refuses them), and update_net ignores them."""
+    if agent_class.if_discrete:
+        agent, env = agent_class(NET_DIM, 1, 2, device="cpu"), make_counter_vector_env()
+    else:  # actions in [-1, 1] already
+        agent = agent_class(NET_DIM, 2, 1, device="cpu")
+        env = gym.vector.SyncVectorEnv([lambda: gym.make("MountainCarContinuous-v0")] * 2,
+                                       autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    buffer = RolloutBuffer()
+    buffer.extend(*agent.explore_env(env, 64))
+    agent.update_net(buffer, batch_size=16, repeat_times=4)
+    assert agent.act_optimizer.state_dict()["state"][0]["step"] == 1
+    assert agent.cri_optimizer.state_dict()["state"][0]["step"] == 1

@@ -146,7 +146,7 @@ def test_resume_without_checkpoint(tmp_path):
 
 
 class NaNAtStep(gym.Env):
-    """Observation = [t]; at step `bad_step` the observation is NaN."""
+    """Observation = [t]; at step `bad_step` the observation is NaN; truncated every 20 steps (wrap it in a TimeLimit)."""
 
     observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
     action_space = gym.spaces.Discrete(2)
@@ -167,7 +167,8 @@ class NaNAtStep(gym.Env):
 
 def test_non_finite_observation_stops_with_the_step_and_the_run_saved(tmp_path):
     cwd = tmp_path / "run"
-    args = Arguments(agent="AgentDQN", env=NaNAtStep(), cwd=str(cwd), target_return=1e9, num_envs=1)  # step 50 of one env
+    args = Arguments(agent="AgentDQN", env=gym.wrappers.TimeLimit(NaNAtStep(), max_episode_steps=20), cwd=str(cwd),
+                     target_return=1e9, num_envs=1)  # step 50 of one env
     with pytest.raises(ValueError, match=r"NaN or infinite observation or reward \(or the agent a NaN action\) at step 50 \(env 0\)"):
         train_and_evaluate(args)
     agent, buffer = AgentRun.AgentZoo.AgentDQN(128, 1, 2, device="cpu"), ReplayBuffer(2 ** 20, 1, 1, if_discrete=True)
