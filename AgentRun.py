@@ -857,6 +857,12 @@ def put_until_stopped(q, item, stop_event) -> bool:
     return False
 
 
+# Steps of each env between the explorer's looks for newer weights, within a round too: the learner's weights age
+# less before they act. Each transition keeps the log-prob of the weights that acted, which is what decoupled PPO
+# weights by (History/UPDATE_LOG.md).
+REFRESH_STEPS = 32
+
+
 def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weights_queue, trajectory_queue, stop_event):
     torch.set_num_threads(1)
     torch.manual_seed(args.seed + start_step + 1)  # the learner draws from seed: exploration noise gets its own stream
@@ -865,20 +871,26 @@ def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weight
     agent.last_state = env.reset(seed=args.seed + start_step)[0]  # as in the serial loop: resumed runs start new episodes
     horizon = max(1, args.target_step // args.num_envs)
     trajectory_queue.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
-    weights, episodes_sent, step = get_until_stopped(weights_queue, stop_event), 0, start_step
-    while weights is not None:
-        agent.act.load_state_dict(weights)
-        trajectory = explore(agent, env, horizon, args, step)
-        step += horizon * args.num_envs
+    weights = get_until_stopped(weights_queue, stop_event)
+    if weights is None:
+        return
+    agent.act.load_state_dict(weights)
+    episodes_sent, step = 0, start_step
+    while True:
+        chunks = []
+        for chunk_start in range(0, horizon, REFRESH_STEPS):
+            chunks.append(explore(agent, env, min(REFRESH_STEPS, horizon - chunk_start), args, step))
+            step += chunks[-1][0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
+            try:
+                agent.act.load_state_dict(weights_queue.get_nowait())  # the newest, if the learner has sent any since
+            except queue.Empty:
+                pass
+        trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
         new_episodes = episode_count(env) - episodes_sent
         returns = [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
         episodes_sent = episode_count(env)
-        if not put_until_stopped(trajectory_queue, (trajectory, returns), stop_event):
+        if not put_until_stopped(trajectory_queue, (trajectory, returns), stop_event) or if_stopped(stop_event):
             break
-        try:
-            weights = weights_queue.get_nowait()  # the newest, if the learner has sent any since
-        except queue.Empty:
-            weights = weights if not if_stopped(stop_event) else None
 
 
 def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajectory_queue, eval_queue, recorder_queue,
