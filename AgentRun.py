@@ -833,8 +833,9 @@ def put_newest(q, item):
 
 
 def if_stopped(stop_event) -> bool:
-    """In a child: the run is stopping, or the parent is gone (killed), so that no child outlives it."""
-    return stop_event.is_set() or not mp.parent_process().is_alive()
+    """The run is stopping, or (in a child) the parent is gone (killed), so that no child outlives it."""
+    parent = mp.parent_process()
+    return stop_event.is_set() or (parent is not None and not parent.is_alive())
 
 
 def get_until_stopped(q, stop_event):
@@ -845,6 +846,19 @@ def get_until_stopped(q, stop_event):
         except queue.Empty:
             continue
     return None
+
+
+def get_newest(q, stop_event):
+    """The item a one-item queue holds, or None if it holds none. None also once the run is stopping and the item's
+    sender has left: its tensors in shared memory can no longer be fetched from it (FileNotFoundError)."""
+    try:
+        return q.get_nowait()
+    except queue.Empty:
+        return None
+    except OSError:
+        if if_stopped(stop_event):
+            return None
+        raise
 
 
 def put_until_stopped(q, item, stop_event) -> bool:
@@ -881,10 +895,9 @@ def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weight
         for chunk_start in range(0, horizon, REFRESH_STEPS):
             chunks.append(explore(agent, env, min(REFRESH_STEPS, horizon - chunk_start), args, step))
             step += chunks[-1][0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
-            try:
-                agent.act.load_state_dict(weights_queue.get_nowait())  # the newest, if the learner has sent any since
-            except queue.Empty:
-                pass
+            weights = get_newest(weights_queue, stop_event)  # if the learner has sent any since
+            if weights is not None:
+                agent.act.load_state_dict(weights)
         trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
         new_episodes = episode_count(env) - episodes_sent
         returns = [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []

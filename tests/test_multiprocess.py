@@ -223,3 +223,22 @@ def test_parent_exits_promptly_when_the_learner_dies_with_a_long_recorder_histor
         proc.kill()
     assert time.time() - start < 10
     assert proc.returncode != 0 and "the learner process was killed by signal 9" in stderr
+
+
+def put_weights_and_leave(q):
+    for _ in range(2):
+        q.put(AgentRun.cpu_state_dict(torch.nn.Linear(2, 2)))
+
+
+def test_weights_of_a_learner_that_left_at_the_stop_are_not_an_error():
+    """The explorer can find weights the learner sent just before it left at the stop; their shared memory can no
+    longer be fetched. That ends the explorer quietly; before the stop the same failure is an error."""
+    ctx = mp.get_context("fork")
+    q, stop_event = ctx.Queue(), ctx.Event()
+    sender = ctx.Process(target=put_weights_and_leave, args=(q,))
+    sender.start()
+    sender.join()
+    with pytest.raises(OSError):
+        AgentRun.get_newest(q, stop_event)
+    stop_event.set()
+    assert AgentRun.get_newest(q, stop_event) is None
