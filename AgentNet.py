@@ -210,7 +210,7 @@ class ActorDiscretePPO(nn.Module):
         return action
 
 
-class CriticAdv(nn.Module):
+class CriticValue(nn.Module):
     """State value V(s), the baseline of the advantage."""
 
     def __init__(self, net_dim: int, state_dim: int, _action_dim: int = 0):

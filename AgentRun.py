@@ -1,5 +1,9 @@
 """Train an agent: `python AgentRun.py` runs run__demo(); `python AgentRun.py key=value ...` overrides
 Arguments fields, e.g. `python AgentRun.py agent=AgentSAC env=Pendulum-v1 break_step=20000 cwd=/tmp/run seed=1`.
+
+Contents, in dependency order: arguments; environment; evaluator and recorder; checkpoints;
+loop building blocks; train_and_evaluate with its serial body; the multiprocess body; outputs (replay, GIF);
+entry points (resume, run__demo, main).
 """
 import copy
 import csv
@@ -24,6 +28,7 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 
 import AgentZoo
 from AgentZoo import AgentBase, ReplayBuffer, RolloutBuffer, load_weights
+
 
 # ---- arguments ----
 
@@ -69,7 +74,7 @@ class Arguments:
     save_gap: float = 60.0  # seconds between checkpoints into cwd/checkpoint (also written at every stop), > 0
     if_save_buffer: bool | None = None  # off-policy: False leaves the replay buffer out of checkpoints (very large
     # observations); a resumed run then refills it before it learns again. None: the agent's default (True)
-    if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_and_evaluate_mp);
+    if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_multiprocess);
     # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
     start_method: str | None = None  # multiprocessing start method: None (the platform's; spawn where CUDA is
     # available, since a forked child cannot use the parent's CUDA), 'spawn', 'fork', 'forkserver'
@@ -84,9 +89,9 @@ class Arguments:
             return AGENT_CLASSES[self.agent]
         raise ValueError(f"unknown agent {self.agent!r}; AgentZoo has {', '.join(AGENT_CLASSES)}")
 
-    def init_before_training(self, agent_class: type, env_info: "EnvInfo"):
-        """Fill the fields left at None from the agent and the environment, check every value, and
-        prepare cwd (refusing to mix with an earlier run's files unless if_remove)."""
+    def resolve(self, env_info: "EnvInfo"):
+        """Fill the fields left at None from the agent and the environment and check every value; writes nothing."""
+        agent_class = self.get_agent_class()
         if agent_class.if_discrete != env_info.if_discrete:
             wanted = "Discrete" if env_info.if_discrete else "Box"
             suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_discrete == env_info.if_discrete]
@@ -122,6 +127,9 @@ class Arguments:
                              f"for its first random_steps={self.random_steps} steps and learns only after them; "
                              f"pass a break_step above random_steps, or a smaller random_steps")
 
+    def prepare_cwd(self):
+        """Refuse to mix with an earlier run's files (if_resume continues it, if_remove deletes it), then write
+        config.json with every field as used."""
         if_earlier_run = any(os.path.exists(os.path.join(self.cwd, name)) for name in ("recorder.csv", "config.json", "checkpoint"))
         if self.if_resume:
             if not if_earlier_run:
@@ -158,10 +166,10 @@ class Arguments:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
                 raise ValueError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
-        for name in ("num_threads", "net_dim", "batch_size", "max_memo", "target_step", "num_envs", "random_steps",
-                     "break_step", "eval_times"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), int):
-                raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {name} must be an integer")
+        for field in dataclasses.fields(self):  # the fields annotated int (not float) take integers only
+            kinds, value = typing.get_args(field.type) or (field.type,), getattr(self, field.name)
+            if int in kinds and float not in kinds and value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ValueError(f"{field.name}={value!r} is not accepted: {field.name} must be an integer")
 
     def to_dict(self) -> dict:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -171,8 +179,10 @@ class Arguments:
 
 
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
+
+
 AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items())
-                 if isinstance(obj, type) and issubclass(obj, AgentBase) and obj is not AgentBase}
+                 if isinstance(obj, type) and issubclass(obj, AgentBase) and obj not in (AgentBase, AgentZoo.AgentOffPolicy)}
 
 
 def agent_settings(agent_class: type) -> dict:
@@ -180,7 +190,7 @@ def agent_settings(agent_class: type) -> dict:
     return agent_class.train_defaults | agent_class.hyper_defaults
 
 
-# the settings of any AgentZoo agent; Arguments.init_before_training refuses those the chosen agent lacks
+# the settings of any AgentZoo agent; Arguments.resolve refuses those the chosen agent lacks
 AGENT_KNOBS = {name for cls in AGENT_CLASSES.values() for name in agent_settings(cls)} & ARGUMENT_NAMES
 
 
@@ -273,31 +283,6 @@ def make_twin_env(env: str | gym.Env) -> str | gym.Env:
     return gym.make(env.spec) if env.spec is not None else copy.deepcopy(env)
 
 
-def build_env(env: str | gym.Env, num_envs: int | None = None) -> tuple[gym.Env, EnvInfo]:
-    """A gymnasium env ready for an agent, and its facts; with num_envs, a vector env of that many copies
-    (autoreset in the same step, so that an ended episode's final observation comes back in info).
-    Episode returns are recorded for the explore_return column."""
-    single, env_info = prepare_env(env)
-    if num_envs is None:
-        return gym.wrappers.RecordEpisodeStatistics(single), env_info
-    copies = [single] + [prepare_env(make_twin_env(env))[0] for _ in range(num_envs - 1)]
-    vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
-                                          autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(vector_env), env_info
-
-
-def build_explore_env(args: "Arguments") -> gym.Env:
-    """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
-    vector env of num_envs (on-policy agents always get one)."""
-    return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs)[0]
-
-
-def episode_count(env: gym.Env) -> int:
-    """Episodes the explorer's env has finished, as a Python int: the vector wrapper counts in numpy integers,
-    which a weights_only checkpoint refuses to load."""
-    return int(env.episode_count)
-
-
 def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
     """Make the env, check its spaces, and rescale Box actions from the agents' [-1, 1] to its bounds."""
     if isinstance(env, str):
@@ -347,6 +332,31 @@ def has_time_limit(env: gym.Env) -> bool:
             return True
         env = env.env
     return False
+
+
+def build_env(env: str | gym.Env, num_envs: int | None = None) -> tuple[gym.Env, EnvInfo]:
+    """A gymnasium env ready for an agent, and its facts; with num_envs, a vector env of that many copies
+    (autoreset in the same step, so that an ended episode's final observation comes back in info).
+    Episode returns are recorded for the explore_return column."""
+    single, env_info = prepare_env(env)
+    if num_envs is None:
+        return gym.wrappers.RecordEpisodeStatistics(single), env_info
+    copies = [single] + [prepare_env(make_twin_env(env))[0] for _ in range(num_envs - 1)]
+    vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
+                                          autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(vector_env), env_info
+
+
+def build_explore_env(args: "Arguments") -> gym.Env:
+    """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
+    vector env of num_envs (on-policy agents always get one)."""
+    return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs)[0]
+
+
+def episode_count(env: gym.Env) -> int:
+    """Episodes the explorer's env has finished, as a Python int: the vector wrapper counts in numpy integers,
+    which a weights_only checkpoint refuses to load."""
+    return int(env.episode_count)
 
 
 # ---- evaluator and recorder ----
@@ -523,84 +533,6 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
     return list(zip(returns, lengths))
 
 
-# ---- training loop ----
-
-
-def train_and_evaluate(args: Arguments) -> dict:
-    """The serial loop: explore target_step steps, update, evaluate when due (Evaluator.if_due), checkpoint every
-    save_gap seconds, until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C.
-    Returns a summary of how it stopped. Runs train_and_evaluate_mp instead where if_multiprocess asks for it
-    (None: the agent's default, the loop measured faster for it)."""
-    if args.if_multiprocess is None:
-        args.if_multiprocess = args.get_agent_class().train_defaults["if_multiprocess"]
-    if args.if_multiprocess:
-        return train_and_evaluate_mp(args)
-    agent_class = args.get_agent_class()
-    env_info = prepare_env(args.env)[1]
-    args.init_before_training(agent_class, env_info)
-    env = build_explore_env(args)
-
-    torch.set_num_threads(args.num_threads)
-    torch.manual_seed(args.seed)
-    np.random.seed(args.seed)
-    agent = build_agent(args, env_info)
-    buffer = build_buffer(args, env_info, agent.device)
-    horizon = max(1, args.target_step // args.num_envs)  # steps of each env per round
-    run_state = load_checkpoint(args.cwd, agent, buffer) if args.if_resume else {"step": 0, "episodes": 0, "evaluator": None}
-    step, episodes_before = run_state["step"], run_state["episodes"]  # episodes_before: of the run before this process
-    if args.if_resume:
-        set_rng_states(run_state["rng"])
-    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
-    # a resumed run starts new episodes: an environment's inner state cannot be saved in general
-    agent.last_state = env.reset(seed=args.seed + step)[0]
-    print(f"{agent_class.__name__} on {env_info.env_name} | device {agent.device} | cwd {args.cwd} | "
-          f"target_return {args.target_return}" + (f" | resumed at step {step}" if args.if_resume else ""))
-
-    def save():
-        save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
-                        {"step": step, "episodes": episodes_before + episode_count(env),
-                         "evaluator": evaluator.state_dict(), "rng": rng_states()})
-
-    episodes_seen, last_save_time, stop_reason = 0, time.time(), None
-    try:
-        while stop_reason is None:
-            trajectory = explore(agent, env, horizon, args, step)
-            check_finite(trajectory, step, args.num_envs, save)
-            buffer.extend(*trajectory)
-            step += horizon * args.num_envs
-            if not if_learning(args, step, buffer):
-                buffer.add_size = 0  # transitions from before learning starts are not paid for with updates
-                stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)  # nothing to evaluate yet
-            else:
-                stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
-                if_last_round = limit_reason(args, step, time.time() - evaluator.start_time) is not None
-                if evaluator.if_due() or if_last_round:
-                    new_episodes = episode_count(env) - episodes_seen
-                    explore_return = float(np.mean(list(env.return_queue)[-new_episodes:])) if new_episodes else math.nan
-                    episodes_seen = episode_count(env)
-                    avg_return = evaluator.evaluate_and_save(agent, step, episodes_before + episodes_seen, explore_return, stats)
-                    if avg_return >= args.target_return:
-                        stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
-                    else:
-                        stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
-            stop_reason = stop_file_reason(args.cwd) or stop_reason  # consumed even when the run stops anyway
-            if stop_reason is not None:
-                evaluator.finish()  # before the last checkpoint, which records the plot's name
-            if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
-                save()
-                last_save_time = time.time()
-    except KeyboardInterrupt:
-        evaluator.finish()
-        save()  # the rollout or round in flight is lost; everything before it is in the checkpoint
-        stop_reason = "Ctrl-C"
-
-    seconds = time.time() - evaluator.start_time
-    print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
-          f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
-    return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
-            "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
-
-
 def build_evaluator(args: Arguments, env_info: EnvInfo, step: int, state: dict | None) -> Evaluator:
     """An Evaluator with eval_times envs of its own, seeded apart from the explorer's (seed + step + its env index),
     carrying on a resumed run's recorder state."""
@@ -612,352 +544,6 @@ def build_evaluator(args: Arguments, env_info: EnvInfo, step: int, state: dict |
     if args.if_resume:
         evaluator.load_state_dict(state)
     return evaluator
-
-
-def limit_reason(args: Arguments, step: int, seconds: float) -> str | None:
-    """Why the run must stop now that it has taken `step` steps in `seconds`, or None."""
-    if step >= args.break_step:
-        return f"reached break_step {args.break_step}"
-    if seconds >= args.max_time:
-        return f"reached max_time {args.max_time} s"
-    return None
-
-
-def stop_file_reason(cwd: str) -> str | None:
-    """A file named `stop` in cwd asks the run to stop; it is honoured once, so that a resume carries on."""
-    path = os.path.join(cwd, "stop")
-    if not os.path.exists(path):
-        return None
-    os.remove(path)
-    return "found the file `stop` in cwd"
-
-
-def build_agent(args: Arguments, env_info: EnvInfo, device=None) -> AgentBase:
-    """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
-    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
-    return args.agent(args.net_dim, env_info.state_dim, env_info.action_dim, device=device, **hyperparameters)
-
-
-def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | RolloutBuffer:
-    if args.agent.if_off_policy:
-        return ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
-    return RolloutBuffer(device)
-
-
-def explore(agent: AgentBase, env, horizon: int, args: Arguments, step: int) -> tuple[torch.Tensor, ...]:
-    """One round of exploration from `step` on: with uniformly random actions while step < random_steps
-    (off-policy agents), which covers the action space before the policy narrows it (TD3 paper, section 6.1)."""
-    if agent.if_off_policy and step < args.random_steps:
-        return agent.explore_env(env, horizon, if_random=True)
-    return agent.explore_env(env, horizon)
-
-
-def if_learning(args: Arguments, step: int, buffer) -> bool:
-    """Whether to update after exploring up to `step`: on-policy always; off-policy once the random warm-up is
-    over and the buffer holds a batch (a run resumed without its buffer refills it first). While it is False the
-    loops zero buffer.add_size, so that the first update round trains on one round's worth of transitions (the TD3
-    paper's warm-up is not paid for with updates either)."""
-    return not args.agent.if_off_policy or (step >= args.random_steps and buffer.cur_len >= args.batch_size)
-
-
-def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save):
-    """Stop, with the run saved as it was before this trajectory, at the first step with a NaN or infinite
-    value in any of its tensors (observation, reward, or the agent's own action): learning from it would
-    poison every network. Off-policy tensors are (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...),
-    both in step-then-env order."""
-    lead_shape = trajectory[0].shape[:-1]  # states carry one feature dimension after the step dimensions
-    finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in trajectory]).all(0)
-    if not finite.all():
-        first = int(torch.nonzero(~finite.flatten())[0])  # index in (horizon,) or (horizon * num_envs,) order
-        save()
-        raise ValueError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
-                         f"action) at step {step + first + 1} (env {first % num_envs}); the run is saved as it was "
-                         f"before that round, the bad transitions are not in the buffer")
-
-
-# ---- multiprocess loop ----
-
-
-def train_and_evaluate_mp(args: Arguments) -> dict:
-    """Explorer and learner in processes of their own, working at the same time; this process records.
-    The explorer steps the env(s) with a CPU copy of the actor and always takes the newest weights without
-    waiting for them, so it collects the next round while the learner trains on the last (its weights one to
-    three rounds old). The learner owns the buffer and the networks, on cuda when there is one, and writes checkpoints.
-    A child that raises or dies stops the run with an error naming it; Ctrl-C or a `stop` file stops it cleanly."""
-    agent_class = args.get_agent_class()
-    env_info = prepare_env(args.env)[1]
-    args.init_before_training(agent_class, env_info)
-    run_state = read_run_state(args.cwd) if args.if_resume else {"step": 0, "episodes": 0, "evaluator": None}
-    step = run_state["step"]
-    ctx = mp.get_context(start_method_for(args.start_method))
-    stop_event, error_queue = ctx.Event(), ctx.Queue()
-    # one item each, the newest: actor weights, a round to evaluate, the recorder's state for the next checkpoint
-    weights_queue, trajectory_queue, eval_queue, recorder_queue = (ctx.Queue(1) for _ in range(4))
-    children = [
-        ctx.Process(target=run_child, name="explorer", daemon=True, args=(
-            "explorer", explorer_process, error_queue, args, env_info, step, weights_queue, trajectory_queue, stop_event)),
-        ctx.Process(target=run_child, name="learner", daemon=True, args=(
-            "learner", learner_process, error_queue, args, env_info, weights_queue, trajectory_queue, eval_queue,
-            recorder_queue, stop_event)),
-    ]
-    torch.set_num_threads(1)
-    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
-    agent = build_agent(args, env_info, device="cpu")  # the recorder's copy
-    for child in children:
-        child.start()
-    print(f"{agent_class.__name__} on {env_info.env_name} | multiprocess: explorer pid {children[0].pid}, learner pid "
-          f"{children[1].pid} | cwd {args.cwd} | target_return {args.target_return}"
-          + (f" | resumed at step {step}" if args.if_resume else ""), flush=True)
-
-    # the learner's episodes and the sum of their returns in this session, at the last row
-    stop_reason, explored_before = None, (run_state["episodes"], 0.0)
-    try:
-        while stop_reason is None:
-            failed = [child for child in children if child.exitcode not in (None, 0)]
-            if failed:
-                raise RuntimeError(describe_failure(failed, error_queue))
-            try:
-                report = eval_queue.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            step = report.step
-            if report.weights is None or (report.stop_reason is None and not evaluator.if_due()):
-                stop_reason = report.stop_reason  # the learner sends every round; the newest is evaluated when due
-                continue
-            new_episodes, new_return_sum = report.episodes - explored_before[0], report.return_sum - explored_before[1]
-            explore_return = new_return_sum / new_episodes if new_episodes else math.nan
-            explored_before = report.episodes, report.return_sum
-            agent.act.load_state_dict(report.weights)
-            avg_return = evaluator.evaluate_and_save(agent, step, report.episodes, explore_return, report.stats)
-            put_newest(recorder_queue, evaluator.state_dict())  # for the learner's next checkpoint
-            if avg_return >= args.target_return:
-                stop_reason = f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
-            else:
-                stop_reason = report.stop_reason
-    except KeyboardInterrupt:
-        stop_reason = "Ctrl-C"
-    finally:
-        evaluator.finish()
-        # the learner's last checkpoint waits for this state; a dead learner never reads it, and the item, larger than
-        # a pipe once the history is long, must not keep this process from exiting
-        recorder_queue.cancel_join_thread()
-        put_newest(recorder_queue, evaluator.state_dict())
-        stop_event.set()
-        for child in children:  # the learner writes its last checkpoint before it leaves
-            child.join(timeout=CHILD_EXIT_SECONDS)
-        terminated = [child for child in children if child.is_alive()]
-        for child in terminated:
-            child.terminate()
-            child.join(timeout=10)
-            if child.is_alive():  # no child outlives the run
-                child.kill()
-                child.join()
-    failed = [child for child in children if child not in terminated and child.exitcode != 0]
-    if failed:
-        raise RuntimeError(describe_failure(failed, error_queue))
-    if children[1] in terminated:  # the explorer has nothing to save; the learner had
-        raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and was "
-                           f"terminated before it finished its final checkpoint: that checkpoint is lost, and resume "
-                           f"continues from the last periodic one (written every save_gap={args.save_gap} s)")
-
-    seconds = time.time() - evaluator.start_time
-    print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
-          f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
-    return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
-            "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
-
-
-CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
-
-
-class LearnerReport(typing.NamedTuple):
-    """What the learner sends the recorder after each round of a multiprocess run (the newest replaces the last)."""
-    step: int  # environment steps taken, all sessions of the run
-    episodes: int  # exploration episodes finished, all sessions
-    return_sum: float  # the sum of their returns in this session
-    stats: dict  # the round's update_net stats; empty before learning starts
-    weights: dict | None  # a CPU copy of the actor to evaluate; None before learning starts (nothing to evaluate)
-    stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
-
-
-def start_method_for(requested: str | None) -> str | None:
-    """The multiprocessing start method: fork copies this process's CUDA state, which a child cannot use
-    ("Cannot re-initialize CUDA in forked subprocess"), so where CUDA is available the default is spawn, and fork
-    is refused once CUDA is initialised here. None elsewhere: the platform's default."""
-    if requested is None:
-        return "spawn" if torch.cuda.is_available() or torch.cuda.is_initialized() else None
-    if requested == "fork" and torch.cuda.is_initialized():
-        raise ValueError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked child "
-                         "cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
-    return requested
-
-
-def run_child(name: str, target, error_queue, *target_args):
-    """A child's entry: Ctrl-C is the parent's to handle; SIGTERM ends it (a forked child inherits the parent's
-    handlers, and SDL's, installed by pygame when an env renders, would ignore it); an exception goes to the parent
-    as text, exit code 1."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        target(*target_args)
-    except BaseException:
-        error_queue.put((name, traceback.format_exc()))
-        sys.exit(1)
-
-
-def describe_failure(failed: list, error_queue) -> str:
-    """Every failed child (a learner's death can fail the explorer's next receipt of weights) and what each raised."""
-    messages = []
-    while True:
-        try:
-            messages.append("{} raised:\n{}".format(*error_queue.get(timeout=0.5)))
-        except queue.Empty:
-            break
-    hows = [f"the {child.name} process " + (f"was killed by signal {-child.exitcode}" if child.exitcode < 0
-                                             else f"exited with code {child.exitcode}") for child in failed]
-    return "; ".join(hows) + "; the run stopped" + ("\n" + "\n".join(messages) if messages else "")
-
-
-def put_newest(q, item):
-    """Replace whatever the one-item queue holds: a reader wants the newest weights, not a backlog. Never
-    blocks: an item still on its way into the queue is taken out as soon as it lands."""
-    while True:
-        try:
-            q.get_nowait()
-        except queue.Empty:
-            pass
-        try:
-            return q.put_nowait(item)
-        except queue.Full:
-            continue
-
-
-def if_stopped(stop_event) -> bool:
-    """The run is stopping, or (in a child) the parent is gone (killed), so that no child outlives it."""
-    parent = mp.parent_process()
-    return stop_event.is_set() or (parent is not None and not parent.is_alive())
-
-
-def get_until_stopped(q, stop_event):
-    """The next item, or None once the run stops: no process waits forever on one that has stopped."""
-    while not if_stopped(stop_event):
-        try:
-            return q.get(timeout=0.2)
-        except queue.Empty:
-            continue
-    return None
-
-
-def get_newest(q, stop_event):
-    """The item a one-item queue holds, or None if it holds none. None also once the run is stopping and the item's
-    sender has left: its tensors in shared memory can no longer be fetched from it (FileNotFoundError)."""
-    try:
-        return q.get_nowait()
-    except queue.Empty:
-        return None
-    except OSError:
-        if if_stopped(stop_event):
-            return None
-        raise
-
-
-def put_until_stopped(q, item, stop_event) -> bool:
-    while not if_stopped(stop_event):
-        try:
-            q.put(item, timeout=0.2)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
-# Steps of each env between the explorer's looks for newer weights, within a round too: the learner's weights age
-# less before they act. Each transition keeps the log-prob of the weights that acted, which is what decoupled PPO
-# weights by (History/UPDATE_LOG.md).
-REFRESH_STEPS = 32
-
-
-def explorer_process(args: Arguments, env_info: EnvInfo, start_step: int, weights_queue, trajectory_queue, stop_event):
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed + start_step + 1)  # the learner draws from seed: exploration noise gets its own stream
-    agent = build_agent(args, env_info, device="cpu")
-    env = build_explore_env(args)
-    agent.last_state = env.reset(seed=args.seed + start_step)[0]  # as in the serial loop: resumed runs start new episodes
-    horizon = max(1, args.target_step // args.num_envs)
-    trajectory_queue.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
-    weights = get_until_stopped(weights_queue, stop_event)
-    if weights is None:
-        return
-    agent.act.load_state_dict(weights)
-    episodes_sent, step = 0, start_step
-    while True:
-        chunks = []
-        for chunk_start in range(0, horizon, REFRESH_STEPS):
-            chunks.append(explore(agent, env, min(REFRESH_STEPS, horizon - chunk_start), args, step))
-            step += chunks[-1][0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
-            weights = get_newest(weights_queue, stop_event)  # if the learner has sent any since
-            if weights is not None:
-                agent.act.load_state_dict(weights)
-        trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
-        new_episodes = episode_count(env) - episodes_sent
-        returns = [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
-        episodes_sent = episode_count(env)
-        if not put_until_stopped(trajectory_queue, (trajectory, returns), stop_event) or if_stopped(stop_event):
-            break
-
-
-def learner_process(args: Arguments, env_info: EnvInfo, weights_queue, trajectory_queue, eval_queue, recorder_queue,
-                    stop_event):
-    """Owns the buffer and the networks; writes every checkpoint, with the recorder's newest state in it."""
-    torch.set_num_threads(args.num_threads)
-    torch.manual_seed(args.seed)
-    agent = build_agent(args, env_info)
-    buffer = build_buffer(args, env_info, agent.device)
-    run_state = {"step": 0, "episodes": 0, "evaluator": None}
-    if args.if_resume:
-        run_state = load_checkpoint(args.cwd, agent, buffer)
-        set_rng_states(run_state["rng"])
-    step, episodes, recorder_state = run_state["step"], run_state["episodes"], run_state["evaluator"]
-    start_time = time.time() - (recorder_state["seconds"] if recorder_state is not None else 0.0)  # max_time counts all sessions
-    print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
-    weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
-    put_newest(weights_queue, cpu_state_dict(agent.act))
-    return_sum, last_save_time, reason = 0.0, time.time(), None  # return_sum: of this session's episodes
-
-    def save(if_final: bool = False):
-        nonlocal recorder_state
-        try:  # at the stop, wait for the state the recorder sends after its last evaluation
-            recorder_state = recorder_queue.get(timeout=10) if if_final else recorder_queue.get_nowait()
-        except queue.Empty:
-            pass
-        save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
-                        {"step": step, "episodes": episodes, "evaluator": recorder_state, "rng": rng_states()})
-
-    while reason is None:
-        item = get_until_stopped(trajectory_queue, stop_event)
-        if item is None:
-            break
-        trajectory, returns = item
-        check_finite(trajectory, step, args.num_envs, save)
-        buffer.extend(*trajectory)  # both buffers move it to the learner's device
-        step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
-        episodes, return_sum = episodes + len(returns), return_sum + sum(returns)
-        stats, weights = {}, None
-        if not if_learning(args, step, buffer):
-            buffer.add_size = 0  # as in the serial loop
-        else:
-            stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
-            weights = cpu_state_dict(agent.act)
-            put_newest(weights_queue, weights)
-        reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - start_time)
-        put_newest(eval_queue, LearnerReport(step, episodes, return_sum, stats, weights, reason))  # evaluated when due
-        if time.time() - last_save_time >= args.save_gap:
-            save()
-            last_save_time = time.time()
-    while not if_stopped(stop_event):  # the recorder evaluates the last weights, then stops the run
-        time.sleep(0.05)
-    if mp.parent_process().is_alive():  # a killed run keeps its last periodic checkpoint, as a serial one does
-        save(if_final=True)
 
 
 # ---- checkpoints ----
@@ -1031,7 +617,446 @@ def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
     return run_state
 
 
-# ---- replay ----
+def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) -> dict:
+    """Where the run starts: step 0, or the checkpoint's counters and recorder state; given an agent and a buffer
+    (the process that learns), they are restored from it and the RNG states set as they were."""
+    if not args.if_resume:
+        return {"step": 0, "episodes": 0, "evaluator": None}
+    if agent is None:
+        return read_run_state(args.cwd)
+    run_state = load_checkpoint(args.cwd, agent, buffer)
+    set_rng_states(run_state["rng"])
+    return run_state
+
+
+# ---- loop building blocks ----
+
+
+def build_agent(args: Arguments, env_info: EnvInfo, device=None) -> AgentBase:
+    """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
+    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
+    return args.agent(args.net_dim, env_info.state_dim, env_info.action_dim, device=device, **hyperparameters)
+
+
+def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | RolloutBuffer:
+    if args.agent.if_off_policy:
+        return ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
+    return RolloutBuffer(device)
+
+
+def explore(agent: AgentBase, env, horizon: int, args: Arguments, step: int) -> tuple[torch.Tensor, ...]:
+    """One round of exploration from `step` on: with uniformly random actions while step < random_steps
+    (off-policy agents), which covers the action space before the policy narrows it (TD3 paper, section 6.1)."""
+    if agent.if_off_policy and step < args.random_steps:
+        return agent.explore_env(env, horizon, if_random=True)
+    return agent.explore_env(env, horizon)
+
+
+def ready_to_learn(args: Arguments, step: int, buffer) -> bool:
+    """Whether to update after exploring up to `step`: on-policy always; off-policy once the random warm-up is
+    over and the buffer holds a batch (a run resumed without its buffer refills it first). While it is False the
+    loops zero buffer.add_size, so that the first update round trains on one round's worth of transitions (the TD3
+    paper's warm-up is not paid for with updates either)."""
+    return not args.agent.if_off_policy or (step >= args.random_steps and buffer.cur_len >= args.batch_size)
+
+
+def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save):
+    """Stop, with the run saved as it was before this trajectory, at the first step with a NaN or infinite
+    value in any of its tensors (observation, reward, or the agent's own action): learning from it would
+    poison every network. Off-policy tensors are (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...),
+    both in step-then-env order."""
+    lead_shape = trajectory[0].shape[:-1]  # states carry one feature dimension after the step dimensions
+    finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in trajectory]).all(0)
+    if not finite.all():
+        first = int(torch.nonzero(~finite.flatten())[0])  # index in (horizon,) or (horizon * num_envs,) order
+        save()
+        raise ValueError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
+                         f"action) at step {step + first + 1} (env {first % num_envs}); the run is saved as it was "
+                         f"before that round, the bad transitions are not in the buffer")
+
+
+def limit_reason(args: Arguments, step: int, seconds: float) -> str | None:
+    """Why the run must stop now that it has taken `step` steps in `seconds`, or None."""
+    if step >= args.break_step:
+        return f"reached break_step {args.break_step}"
+    if seconds >= args.max_time:
+        return f"reached max_time {args.max_time} s"
+    return None
+
+
+def target_reason(args: Arguments, avg_return: float) -> str | None:
+    """Why the run stops after an evaluation with this mean, or None."""
+    if avg_return >= args.target_return:
+        return f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
+    return None
+
+
+def stop_file_reason(cwd: str) -> str | None:
+    """A file named `stop` in cwd asks the run to stop; it is honoured once, so that a resume carries on."""
+    path = os.path.join(cwd, "stop")
+    if not os.path.exists(path):
+        return None
+    os.remove(path)
+    return "found the file `stop` in cwd"
+
+
+def print_banner(args: Arguments, env_info: EnvInfo, step: int, where: str):
+    print(f"{args.agent.__name__} on {env_info.env_name} | {where} | cwd {args.cwd} | target_return {args.target_return}"
+          + (f" | resumed at step {step}" if args.if_resume else ""), flush=True)
+
+
+# ---- train_and_evaluate and its serial body ----
+
+
+def train_and_evaluate(args: Arguments) -> dict:
+    """Train until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C, in one process
+    (train_serial) or with an explorer and a learner process beside this one (train_multiprocess), as
+    if_multiprocess says (None: the agent's default, the loop measured faster for it). Returns how it stopped."""
+    env_info = prepare_env(args.env)[1]
+    args.resolve(env_info)
+    args.prepare_cwd()
+    stop_reason, step, evaluator = (train_multiprocess if args.if_multiprocess else train_serial)(args, env_info)
+    seconds = time.time() - evaluator.start_time
+    print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
+          f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
+    return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
+            "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
+
+
+def train_serial(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
+    """One process explores target_step steps, updates, evaluates when due (Evaluator.if_due) and checkpoints every
+    save_gap seconds: the debugging path and the reference for correctness. Returns the stop reason, step, recorder."""
+    torch.set_num_threads(args.num_threads)
+    torch.manual_seed(args.seed)
+    agent = build_agent(args, env_info)
+    buffer = build_buffer(args, env_info, agent.device)
+    run_state = start_state(args, agent, buffer)
+    step, episodes_before = run_state["step"], run_state["episodes"]  # episodes_before: of the run before this process
+    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
+    env = build_explore_env(args)
+    # a resumed run starts new episodes: an environment's inner state cannot be saved in general
+    agent.last_state = env.reset(seed=args.seed + step)[0]
+    print_banner(args, env_info, step, f"device {agent.device}")
+    horizon = max(1, args.target_step // args.num_envs)  # steps of each env per round
+
+    def save():
+        save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
+                        {"step": step, "episodes": episodes_before + episode_count(env),
+                         "evaluator": evaluator.state_dict(), "rng": rng_states()})
+
+    episodes_seen, last_save_time, stop_reason = 0, time.time(), None
+    try:
+        while stop_reason is None:
+            trajectory = explore(agent, env, horizon, args, step)
+            check_finite(trajectory, step, args.num_envs, save)
+            buffer.extend(*trajectory)
+            step += horizon * args.num_envs
+            learns = ready_to_learn(args, step, buffer)
+            if learns:
+                stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
+            else:
+                buffer.add_size = 0  # transitions from before learning starts are not paid for with updates
+            stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
+            if learns and (evaluator.if_due() or stop_reason is not None):  # the last round is evaluated too
+                new_episodes, episodes_seen = episode_count(env) - episodes_seen, episode_count(env)
+                explore_return = float(np.mean(list(env.return_queue)[-new_episodes:])) if new_episodes else math.nan
+                avg_return = evaluator.evaluate_and_save(agent, step, episodes_before + episodes_seen, explore_return, stats)
+                stop_reason = target_reason(args, avg_return) or stop_reason
+            stop_reason = stop_file_reason(args.cwd) or stop_reason  # consumed even when the run stops anyway
+            if stop_reason is not None:
+                evaluator.finish()  # before the last checkpoint, which records the plot's name
+            if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
+                save()
+                last_save_time = time.time()
+    except KeyboardInterrupt:
+        evaluator.finish()
+        save()  # the rollout or round in flight is lost; everything before it is in the checkpoint
+        stop_reason = "Ctrl-C"
+    return stop_reason, step, evaluator
+
+
+# ---- multiprocess body ----
+
+
+def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
+    """Explorer and learner in processes of their own, working at the same time; this process records.
+    The explorer steps the env(s) with a CPU copy of the actor and always takes the newest weights without
+    waiting for them, so it collects the next round while the learner trains on the last (its weights one to
+    three rounds old). The learner owns the buffer and the networks, on cuda when there is one, and writes checkpoints.
+    A child that raises or dies stops the run with an error naming it; Ctrl-C or a `stop` file stops it cleanly."""
+    run_state = start_state(args)
+    step = run_state["step"]
+    ctx = mp.get_context(start_method_for(args.start_method))
+    channels = Channels(ctx.Event(), ctx.Queue(), *(ctx.Queue(1) for _ in range(4)))
+    explorer = ctx.Process(target=run_child, name="explorer", daemon=True,
+                           args=(explorer_process, channels, args, env_info, step))
+    learner = ctx.Process(target=run_child, name="learner", daemon=True, args=(learner_process, channels, args, env_info))
+    torch.set_num_threads(1)
+    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
+    agent = build_agent(args, env_info, device="cpu")  # the recorder's copy
+    explorer.start()
+    learner.start()
+    print_banner(args, env_info, step, f"multiprocess: explorer pid {explorer.pid}, learner pid {learner.pid}")
+
+    # the learner's episodes and the sum of their returns in this session, at the last row
+    stop_reason, explored_before = None, (run_state["episodes"], 0.0)
+    try:
+        while stop_reason is None:
+            raise_if_failed([explorer, learner], channels.errors)
+            try:
+                report = channels.reports.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            step, stop_reason = report.step, report.stop_reason
+            if report.weights is None or (stop_reason is None and not evaluator.if_due()):
+                continue  # the learner sends every round; the newest is evaluated when due, and the last one
+            new_episodes, new_return_sum = report.episodes - explored_before[0], report.return_sum - explored_before[1]
+            explore_return = new_return_sum / new_episodes if new_episodes else math.nan
+            explored_before = report.episodes, report.return_sum
+            agent.act.load_state_dict(report.weights)
+            avg_return = evaluator.evaluate_and_save(agent, step, report.episodes, explore_return, report.stats)
+            put_newest(channels.recorder_state, evaluator.state_dict())  # for the learner's next checkpoint
+            stop_reason = target_reason(args, avg_return) or stop_reason
+    except KeyboardInterrupt:
+        stop_reason = "Ctrl-C"
+    finally:
+        evaluator.finish()
+        terminated = stop_children([explorer, learner], channels, evaluator.state_dict())
+    raise_if_failed([child for child in (explorer, learner) if child not in terminated], channels.errors)
+    if learner in terminated:  # the explorer has nothing to save; the learner had
+        raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and was "
+                           f"terminated before it finished its final checkpoint: that checkpoint is lost, and resume "
+                           f"continues from the last periodic one (written every save_gap={args.save_gap} s)")
+    return stop_reason, step, evaluator
+
+
+CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
+
+
+class Channels(typing.NamedTuple):
+    """What the processes of a multiprocess run share; each queue of one item holds the newest (put_newest)."""
+    stop: typing.Any  # an Event: the run is stopping
+    errors: typing.Any  # a Queue of (child name, traceback) from children that raised
+    weights: typing.Any  # learner -> explorer: a CPU copy of the newest actor
+    trajectories: typing.Any  # explorer -> learner: (trajectory, returns of the episodes it ended)
+    reports: typing.Any  # learner -> recorder: the newest LearnerReport
+    recorder_state: typing.Any  # recorder -> learner: the Evaluator's state for the next checkpoint
+
+
+class LearnerReport(typing.NamedTuple):
+    """What the learner sends the recorder after each round of a multiprocess run (the newest replaces the last)."""
+    step: int  # environment steps taken, all sessions of the run
+    episodes: int  # exploration episodes finished, all sessions
+    return_sum: float  # the sum of their returns in this session
+    stats: dict  # the round's update_net stats; empty before learning starts
+    weights: dict | None  # a CPU copy of the actor to evaluate; None before learning starts (nothing to evaluate)
+    stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
+
+
+def start_method_for(requested: str | None) -> str | None:
+    """The multiprocessing start method: fork copies this process's CUDA state, which a child cannot use
+    ("Cannot re-initialize CUDA in forked subprocess"), so where CUDA is available the default is spawn, and fork
+    is refused once CUDA is initialised here. None elsewhere: the platform's default."""
+    if requested is None:
+        return "spawn" if torch.cuda.is_available() or torch.cuda.is_initialized() else None
+    if requested == "fork" and torch.cuda.is_initialized():
+        raise ValueError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked child "
+                         "cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
+    return requested
+
+
+def run_child(target, channels: Channels, *target_args):
+    """A child's entry: Ctrl-C is the parent's to handle; SIGTERM ends it (a forked child inherits the parent's
+    handlers, and SDL's, installed by pygame when an env renders, would ignore it); an exception goes to the parent
+    as text, exit code 1."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        target(channels, *target_args)
+    except BaseException:
+        channels.errors.put((mp.current_process().name, traceback.format_exc()))
+        sys.exit(1)
+
+
+def stop_children(children: list, channels: Channels, recorder_state: dict) -> list:
+    """Stop the run: send the recorder's last state, which the learner's final checkpoint waits for, and wait for
+    the children to leave; terminate those that do not (kill those that survive that), so that no child outlives
+    the run. Returns the ones that had to be terminated."""
+    # a dead learner never reads the state, and the item, larger than a pipe once the history is long, must not
+    # keep this process from exiting
+    channels.recorder_state.cancel_join_thread()
+    put_newest(channels.recorder_state, recorder_state)
+    channels.stop.set()
+    for child in children:  # the learner writes its last checkpoint before it leaves
+        child.join(timeout=CHILD_EXIT_SECONDS)
+    terminated = [child for child in children if child.is_alive()]
+    for child in terminated:
+        child.terminate()
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    return terminated
+
+
+def raise_if_failed(children: list, error_queue):
+    failed = [child for child in children if child.exitcode not in (None, 0)]
+    if failed:
+        raise RuntimeError(describe_failure(failed, error_queue))
+
+
+def describe_failure(failed: list, error_queue) -> str:
+    """Every failed child (a learner's death can fail the explorer's next receipt of weights) and what each raised."""
+    messages = []
+    while True:
+        try:
+            messages.append("{} raised:\n{}".format(*error_queue.get(timeout=0.5)))
+        except queue.Empty:
+            break
+    hows = [f"the {child.name} process " + (f"was killed by signal {-child.exitcode}" if child.exitcode < 0
+                                             else f"exited with code {child.exitcode}") for child in failed]
+    return "; ".join(hows) + "; the run stopped" + ("\n" + "\n".join(messages) if messages else "")
+
+
+def put_newest(q, item):
+    """Replace whatever the one-item queue holds: a reader wants the newest weights, not a backlog. Never
+    blocks: an item still on its way into the queue is taken out as soon as it lands."""
+    while True:
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            pass
+        try:
+            return q.put_nowait(item)
+        except queue.Full:
+            continue
+
+
+def is_stopping(stop_event) -> bool:
+    """The run is stopping, or (in a child) the parent is gone (killed), so that no child outlives it."""
+    parent = mp.parent_process()
+    return stop_event.is_set() or (parent is not None and not parent.is_alive())
+
+
+def get_until_stopped(q, stop_event):
+    """The next item, or None once the run stops: no process waits forever on one that has stopped."""
+    while not is_stopping(stop_event):
+        try:
+            return q.get(timeout=0.2)
+        except queue.Empty:
+            continue
+    return None
+
+
+def get_newest(q, stop_event):
+    """The item a one-item queue holds, or None if it holds none. None also once the run is stopping and the item's
+    sender has left: its tensors in shared memory can no longer be fetched from it (FileNotFoundError)."""
+    try:
+        return q.get_nowait()
+    except queue.Empty:
+        return None
+    except OSError:
+        if is_stopping(stop_event):
+            return None
+        raise
+
+
+def put_until_stopped(q, item, stop_event) -> bool:
+    while not is_stopping(stop_event):
+        try:
+            q.put(item, timeout=0.2)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+# Steps of each env between the explorer's looks for newer weights, within a round too: the learner's weights age
+# less before they act. Each transition keeps the log-prob of the weights that acted, which is what decoupled PPO
+# weights by (History/UPDATE_LOG.md).
+REFRESH_STEPS = 32
+
+
+def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int):
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed + start_step + 1)  # the learner draws from seed: exploration noise gets its own stream
+    agent = build_agent(args, env_info, device="cpu")
+    env = build_explore_env(args)
+    agent.last_state = env.reset(seed=args.seed + start_step)[0]  # as in the serial loop: resumed runs start new episodes
+    horizon = max(1, args.target_step // args.num_envs)
+    channels.trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
+    weights = get_until_stopped(channels.weights, channels.stop)
+    if weights is None:
+        return
+    agent.act.load_state_dict(weights)
+    episodes_sent, step = 0, start_step
+    while True:
+        chunks = []
+        for chunk_start in range(0, horizon, REFRESH_STEPS):
+            chunks.append(explore(agent, env, min(REFRESH_STEPS, horizon - chunk_start), args, step))
+            step += chunks[-1][0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
+            weights = get_newest(channels.weights, channels.stop)  # if the learner has sent any since
+            if weights is not None:
+                agent.act.load_state_dict(weights)
+        trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
+        new_episodes = episode_count(env) - episodes_sent
+        returns = [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
+        episodes_sent = episode_count(env)
+        if not put_until_stopped(channels.trajectories, (trajectory, returns), channels.stop) or is_stopping(channels.stop):
+            break
+
+
+def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
+    """Owns the buffer and the networks; writes every checkpoint, with the recorder's newest state in it."""
+    torch.set_num_threads(args.num_threads)
+    torch.manual_seed(args.seed)
+    agent = build_agent(args, env_info)
+    buffer = build_buffer(args, env_info, agent.device)
+    run_state = start_state(args, agent, buffer)
+    step, episodes, recorder_state = run_state["step"], run_state["episodes"], run_state["evaluator"]
+    start_time = time.time() - (recorder_state["seconds"] if recorder_state is not None else 0.0)  # max_time counts all sessions
+    print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
+    channels.weights.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
+    put_newest(channels.weights, cpu_state_dict(agent.act))
+    return_sum, last_save_time, reason = 0.0, time.time(), None  # return_sum: of this session's episodes
+
+    def save(if_final: bool = False):
+        nonlocal recorder_state
+        try:  # at the stop, wait for the state the recorder sends after its last evaluation
+            recorder_state = channels.recorder_state.get(timeout=10) if if_final else channels.recorder_state.get_nowait()
+        except queue.Empty:
+            pass
+        save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
+                        {"step": step, "episodes": episodes, "evaluator": recorder_state, "rng": rng_states()})
+
+    while reason is None:
+        item = get_until_stopped(channels.trajectories, channels.stop)
+        if item is None:
+            break
+        trajectory, returns = item
+        check_finite(trajectory, step, args.num_envs, save)
+        buffer.extend(*trajectory)  # both buffers move it to the learner's device
+        step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
+        episodes, return_sum = episodes + len(returns), return_sum + sum(returns)
+        stats, weights = {}, None
+        if not ready_to_learn(args, step, buffer):
+            buffer.add_size = 0  # as in the serial loop
+        else:
+            stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
+            weights = cpu_state_dict(agent.act)
+            put_newest(channels.weights, weights)
+        reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - start_time)
+        put_newest(channels.reports, LearnerReport(step, episodes, return_sum, stats, weights, reason))  # evaluated when due
+        if time.time() - last_save_time >= args.save_gap:
+            save()
+            last_save_time = time.time()
+    while not is_stopping(channels.stop):  # the recorder evaluates the last weights, then stops the run
+        time.sleep(0.05)
+    if mp.parent_process().is_alive():  # a killed run keeps its last periodic checkpoint, as a serial one does
+        save(if_final=True)
+
+
+# ---- outputs ----
 
 
 def replay(cwd: str, episodes: int | None = None) -> dict:
@@ -1082,6 +1107,9 @@ def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int =
     FuncAnimation(fig, lambda frame: (image.set_data(frame),), frames=frames).save(path, writer=PillowWriter(fps=fps))
 
 
+# ---- entry points ----
+
+
 def resume(cwd: str, **overrides) -> dict:
     """Continue the run in cwd from its checkpoint with its config.json, overrides (e.g. max_time) on top."""
     config_path = os.path.join(cwd, "config.json")
@@ -1094,32 +1122,34 @@ def resume(cwd: str, **overrides) -> dict:
     return train_and_evaluate(Arguments(**(config | overrides | {"cwd": cwd, "if_resume": True, "if_remove": False})))
 
 
-# ---- demos ----
-
-
-def run__demo(**overrides):
+def run__demo(**overrides) -> dict:
     """An off-policy agent on LunarLanderContinuous-v3 until it is solved; edit the arguments here."""
     args = Arguments(agent="AgentSAC", env="LunarLanderContinuous-v3", seed=0)
-    train_and_evaluate(dataclasses.replace(args, **overrides))
+    return train_and_evaluate(dataclasses.replace(args, **overrides))
 
 
-def run__on_policy_demo(**overrides):
+def run__on_policy_demo(**overrides) -> dict:
     """An on-policy agent on vectorised LunarLanderContinuous-v3 environments until it is solved."""
     args = Arguments(agent="AgentPPO", env="LunarLanderContinuous-v3", seed=0)
-    train_and_evaluate(dataclasses.replace(args, **overrides))
+    return train_and_evaluate(dataclasses.replace(args, **overrides))
+
+
+def main(argv: list[str]) -> dict:
+    """The command line: `replay=<cwd>` alone, `resume=<cwd> [key=value ...]`, or `[key=value ...]` for run__demo()."""
+    commands = [item for item in argv if item.startswith(("replay=", "resume="))]
+    if len(commands) > 1:
+        raise ValueError(f"one of replay=<cwd> and resume=<cwd> at a time, got {' '.join(commands)}")
+    if commands and commands[0].startswith("replay="):
+        if len(argv) != 1:
+            raise ValueError("replay=<cwd> takes no other key=value")
+        return replay(commands[0].partition("=")[2])
+    if commands:
+        return resume(commands[0].partition("=")[2], **parse_overrides([item for item in argv if item != commands[0]]))
+    return run__demo(**parse_overrides(argv))
 
 
 if __name__ == "__main__":
     try:
-        if any(item.startswith("replay=") for item in sys.argv[1:]):
-            if len(sys.argv) != 2:
-                raise ValueError("replay=<cwd> takes no other key=value")
-            replay(sys.argv[1].partition("=")[2])
-        elif any(item.startswith("resume=") for item in sys.argv[1:]):
-            resume_cwd = next(item for item in sys.argv[1:] if item.startswith("resume=")).partition("=")[2]
-            overrides = parse_overrides([item for item in sys.argv[1:] if not item.startswith("resume=")])
-            resume(resume_cwd, **overrides)
-        else:
-            run__demo(**parse_overrides(sys.argv[1:]))
+        main(sys.argv[1:])
     except (ValueError, TypeError, OSError, RuntimeError) as error:
         sys.exit(f"AgentRun.py: {error}")

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from AgentNet import Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticAdv, CriticTwin, QNet, QNetDuel
+from AgentNet import Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, QNet, QNetDuel
 
 # ---- helpers ----
 
@@ -170,38 +170,25 @@ class RolloutBuffer:
         return advantages, advantages + values
 
 
-# ---- base agent ----
+# ---- base agents ----
 
 
 class AgentBase:
-    """The interface every agent shares, and the off-policy actor-critic update (the DDPG shape).
-    Off-policy subclasses name their network classes and override what differs: explore_action (how to
-    explore), get_next_q (the bootstrap value) or get_obj_actor. On-policy agents (AgentPPO) also
-    replace explore_env and update_net: they learn from a vectorised rollout, not a replay buffer."""
+    """What every agent shares: its networks (act_class, cri_class, targets where it keeps them, one Adam optimizer
+    each), acting, saving, and extra values for the recorder. Its subclasses add how to explore and learn:
+    AgentOffPolicy into and from a replay buffer, AgentPPO from vectorised rollouts.
 
-    if_off_policy = True
+    A subclass sets if_off_policy, and train_defaults and hyper_defaults: the loop settings and the keyword
+    hyperparameters of __init__ that suit it, from which Arguments fills the fields left at None (DESIGN.md: defaults
+    come from the agent, never from a per-task table)."""
+
+    if_off_policy: bool
     if_discrete = False
-    # Loop settings that suit this agent; Arguments fills the fields left at None from here
-    # (DESIGN.md: defaults come from the agent, never from a per-task table).
-    train_defaults = dict(net_dim=128, batch_size=128, max_memo=2 ** 20, target_step=256, repeat_times=1.0, num_envs=1,
-                          # Explore at random before learning starts, as the TD3 paper does (section 6.1). On
-                          # LunarLanderContinuous-v3 without it TD3's deterministic policy settled into hovering in 2
-                          # of 3 seeds and SAC's seed 2 took 167k steps; with it TD3 solved 3 of 3, SAC's seed 2 took
-                          # 24k, and Pendulum-v1 took fewer seconds for DDPG, TD3 and SAC (History/benchmarks.csv).
-                          # AgentDQN sets 0: on CartPole a warm-up of 3000 made it slower (History/UPDATE_LOG.md).
-                          random_steps=10_000,
-                          if_save_buffer=True,  # checkpoints hold the replay buffer's filled part
-                          if_multiprocess=False)  # the serial loop: SAC measured no faster in processes (History/)
-    # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict. With batch_size 128,
-    # learning_rate 2e-3 and tau 0.02, DDPG, TD3 and SAC solved Pendulum-v1 after 768 updates in 14 of 15 seeds,
-    # where batch 256, 1e-3 and the TD3 paper's 5e-3 took 2304, and SAC solved LunarLanderContinuous-v3 in 20k-48k
-    # steps (was 24k-74k). AgentTD3 keeps the paper's values (History/UPDATE_LOG.md).
-    hyper_defaults = dict(learning_rate=2e-3, gamma=0.99, reward_scale=1.0, soft_update_tau=0.02)
-    criterion = nn.MSELoss()  # regression loss of the critic
-    policy_delay = 1  # the actor steps once every policy_delay critic steps (TD3 sets 2)
-    act_class, cri_class = Actor, Critic
-    if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
-    if_cri_target = True  # on-policy agents keep no targets at all
+    train_defaults: dict
+    hyper_defaults: dict
+    act_class: type
+    cri_class: type
+    if_act_target = if_cri_target = False  # whether to keep frozen target copies of the actor and the critic
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -213,7 +200,6 @@ class AgentBase:
         self.net_dim, self.state_dim, self.action_dim = net_dim, state_dim, action_dim
         self.device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
         self.last_state = None  # the state explore_env continues from; None starts a new episode
-        self.critic_steps = 0  # across update_net calls: the actor and the targets follow every policy_delay of them
 
         self.act = self.act_target = self.cri = self.cri_target = None
         self.act_optimizer = self.cri_optimizer = None
@@ -228,14 +214,68 @@ class AgentBase:
         self.act_optimizer = new_adam(self.act.parameters(), self.learning_rate, self.device)
         self.cri_optimizer = new_adam(self.cri.parameters(), self.learning_rate, self.device)
 
-    # -- acting --
-
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """state (state_dim,) or (batch, state_dim) -> action (action_dim,) or (batch, action_dim) in [-1, 1]."""
         state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
         action = self.act(state) if deterministic else self.explore_action(state)
         return action.cpu().numpy()
+
+    def extra_stats(self) -> dict[str, float]:
+        """Values beside the objectives that the recorder should log (SAC: its temperature)."""
+        return {}
+
+    def save_or_load_agent(self, cwd: str, if_save: bool):
+        """Every network, target and optimizer as `<cwd>/<name>.pt` state_dicts; loads with weights_only=True."""
+        for name in ("act", "act_target", "cri", "cri_target", "act_optimizer", "cri_optimizer") + self.extra_save_names():
+            obj = getattr(self, name)
+            if obj is None or (name == "act" and obj is self.cri):  # DQN acts with its critic: one file
+                continue
+            path = os.path.join(cwd, f"{name}.pt")
+            if if_save:
+                torch.save(obj.state_dict() if hasattr(obj, "state_dict") else obj.detach().cpu(), path)
+            elif isinstance(obj, torch.Tensor):
+                with torch.no_grad():
+                    obj.copy_(load_weights(path, self.device))
+            else:
+                state_dict = load_weights(path, self.device)  # an unreadable file has its own error
+                try:
+                    obj.load_state_dict(state_dict)
+                except (RuntimeError, ValueError, KeyError) as error:  # shapes or keys of another network or version
+                    raise ValueError(f"{path} does not fit {type(self).__name__}'s {name} (net_dim {self.net_dim}, "
+                                     f"state_dim {self.state_dim}, action_dim {self.action_dim}): it was saved by "
+                                     f"another agent, network size or library version: {error}") from None
+
+    def extra_save_names(self) -> tuple[str, ...]:
+        return ()
+
+
+class AgentOffPolicy(AgentBase):
+    """Off-policy agents: explore into a ReplayBuffer and learn with the actor-critic update of DDPG's shape.
+    Subclasses name their network classes and override what differs: explore_action (how to explore), get_next_q
+    (the bootstrap value), get_obj_actor, or extra_update."""
+
+    if_off_policy = True
+    train_defaults = dict(net_dim=128, batch_size=128, max_memo=2 ** 20, target_step=256, repeat_times=1.0, num_envs=1,
+                          # uniformly random actions before learning, as the TD3 paper does (section 6.1): without them
+                          # TD3's policy settled into hovering on LunarLanderContinuous-v3 (History/UPDATE_LOG.md)
+                          random_steps=10_000,
+                          if_save_buffer=True,  # checkpoints hold the replay buffer's filled part
+                          if_multiprocess=False)  # the serial loop: SAC measured no faster in processes (History/)
+    # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict. Learning rate 2e-3 and tau
+    # 0.02 (with batch 128): DDPG and SAC need a third of the updates the TD3 paper's values take (History/UPDATE_LOG.md).
+    hyper_defaults = dict(learning_rate=2e-3, gamma=0.99, reward_scale=1.0, soft_update_tau=0.02)
+    criterion = nn.MSELoss()  # regression loss of the critic
+    policy_delay = 1  # the actor steps once every policy_delay critic steps (TD3 sets 2)
+    act_class, cri_class = Actor, Critic
+    if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
+    if_cri_target = True
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
+        super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
+        self.critic_steps = 0  # across update_net calls: the actor and the targets follow every policy_delay of them
+
+    # -- exploring --
 
     def explore_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
         """Step a gymnasium env `horizon` times with the exploring policy (if_random: with uniformly random
@@ -315,6 +355,7 @@ class AgentBase:
                 obj_actor = self.get_obj_actor(batch)
                 self.cri.requires_grad_(True)
                 optimizer_step(self.act_optimizer, obj_actor)
+                self.extra_update(batch)
                 sum_obj_actor = sum_obj_actor + obj_actor.detach()
                 actor_steps += 1
             soft_update(self.cri_target, self.cri, self.soft_update_tau)
@@ -346,52 +387,23 @@ class AgentBase:
         state = batch[0]
         return -self.cri(state, self.act(state)).mean()
 
-    def extra_stats(self) -> dict[str, float]:
-        """Values beside the objectives that the recorder should log (SAC: its temperature)."""
-        return {}
-
-    # -- saving --
-
-    def save_or_load_agent(self, cwd: str, if_save: bool):
-        """Every network, target and optimizer as `<cwd>/<name>.pt` state_dicts; loads with weights_only=True."""
-        for name in ("act", "act_target", "cri", "cri_target", "act_optimizer", "cri_optimizer") + self.extra_save_names():
-            obj = getattr(self, name)
-            if obj is None or (name == "act" and obj is self.cri):  # DQN acts with its critic: one file
-                continue
-            path = os.path.join(cwd, f"{name}.pt")
-            if if_save:
-                torch.save(obj.state_dict() if hasattr(obj, "state_dict") else obj.detach().cpu(), path)
-            elif isinstance(obj, torch.Tensor):
-                with torch.no_grad():
-                    obj.copy_(load_weights(path, self.device))
-            else:
-                state_dict = load_weights(path, self.device)  # an unreadable file has its own error
-                try:
-                    obj.load_state_dict(state_dict)
-                except (RuntimeError, ValueError, KeyError) as error:  # shapes or keys of another network or version
-                    raise ValueError(f"{path} does not fit {type(self).__name__}'s {name} (net_dim {self.net_dim}, "
-                                     f"state_dim {self.state_dim}, action_dim {self.action_dim}): it was saved by "
-                                     f"another agent, network size or library version: {error}") from None
-
-    def extra_save_names(self) -> tuple[str, ...]:
-        return ()
+    def extra_update(self, batch: tuple[torch.Tensor, ...]):
+        """What else steps after each actor step (SAC: its temperature); nothing here."""
 
 
 # ---- DQN family (discrete actions) ----
 
 
-class AgentDQN(AgentBase):
+class AgentDQN(AgentOffPolicy):
     """Deep Q-Network (Mnih et al. 2015) with a soft-updated target network, epsilon-greedy
     exploration and the Huber loss."""
 
     if_discrete = True
-    # CartPole-v1 seeds 0-9 all solved within 26k steps (median 16k); the earlier batch 256, one update per step,
-    # learning_rate 5e-4 and reward_scale 1 solved seeds 0-2 in 10k-19k but seeds 3 and 4 not in 60 s. A reward
-    # scale of 0.1 keeps CartPole's Q-values (up to 100 unscaled) where the Huber loss is quadratic; half an update
-    # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md).
-    hyper_defaults = AgentBase.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
+    # reward_scale 0.1 keeps CartPole's Q-values (up to 100 unscaled) where the Huber loss is quadratic; half an update
+    # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md)
+    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1)
-    train_defaults = AgentBase.train_defaults | dict(batch_size=64, repeat_times=0.5,
+    train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, repeat_times=0.5,
                                                      # one policy call acts for 8 envs: an exploration step cost
                                                      # 0.16 ms with one env and 0.05 ms with 8 (History/UPDATE_LOG.md)
                                                      num_envs=8,
@@ -428,10 +440,6 @@ class AgentDoubleDQN(AgentDQN):
     """Double DQN (van Hasselt et al. arXiv:1509.06461): the online network picks the next action and the target
     network values it, which curbs the overestimation of DQN's max."""
 
-    # AgentDQN's defaults: with them DoubleDQN and D3QN solved CartPole-v1 seeds 0-4 in 9k-23k steps and D3QN
-    # LunarLander-v3 seeds 0-2 in 37k-109k steps (37-102 s); with their former learning_rate 1e-3, tau 5e-3, batch
-    # 128, one update per step, reward_scale 1 and one env, CartPole took them 28-35 s (History/UPDATE_LOG.md).
-
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Q_target(s', argmax_a Q(s', a)), (B,) (Double DQN paper, eq. 4)."""
         next_action = self.cri(next_state).argmax(dim=1, keepdim=True)  # (B, 1)
@@ -447,11 +455,11 @@ class AgentD3QN(AgentDoubleDQN):
 # ---- deterministic and stochastic actor-critics (continuous actions) ----
 
 
-class AgentDDPG(AgentBase):
+class AgentDDPG(AgentOffPolicy):
     """DDPG (Lillicrap et al. arXiv:1509.02971) with Gaussian exploration noise instead of the OU process
     (TD3 paper, section 6.1, found no benefit in OU)."""
 
-    hyper_defaults = AgentBase.hyper_defaults | dict(explore_noise=0.1)  # std of the action noise, actions in [-1, 1]
+    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_noise=0.1)  # std of the action noise, actions in [-1, 1]
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.act.get_action(state, self.explore_noise)
@@ -460,10 +468,9 @@ class AgentDDPG(AgentBase):
 class AgentTD3(AgentDDPG):
     """TD3 (Fujimoto et al. arXiv:1802.09477): twin critics, delayed actor updates and target policy smoothing."""
 
-    # policy_noise, noise_clip: target smoothing noise std and its clip. explore_noise 0.2, not the paper's 0.1: with the
-    # random warm-up, LunarLanderContinuous-v3 seed 1 still failed in 1500 s at 0.1 and all 3 seeds solved at 0.2
-    # learning_rate, tau and batch_size: the paper's. With AgentBase's 2e-3, 0.02 and 128, LunarLanderContinuous-v3
-    # seed 2 hovered until 255k steps (814 s; 99k and 402 s with these), though seeds 0 and 1 were faster.
+    # policy_noise, noise_clip: the target smoothing noise's std and clip. explore_noise 0.2 (the paper: 0.1) and the
+    # paper's learning_rate, tau and batch_size: with 0.1, or with AgentBase's values, a LunarLanderContinuous-v3 seed
+    # hovered for hundreds of seconds (History/UPDATE_LOG.md)
     hyper_defaults = AgentDDPG.hyper_defaults | dict(explore_noise=0.2, policy_noise=0.2, noise_clip=0.5,
                                                      learning_rate=1e-3, soft_update_tau=5e-3)
     train_defaults = AgentDDPG.train_defaults | dict(batch_size=256)
@@ -478,11 +485,11 @@ class AgentTD3(AgentDDPG):
         return torch.stack(self.cri_target.get_q_heads(next_state, next_action)).min(dim=0).values
 
 
-class AgentSAC(AgentBase):
+class AgentSAC(AgentOffPolicy):
     """Soft Actor-Critic (Haarnoja et al. arXiv:1801.01290) with twin critics and an automatically tuned
     entropy temperature alpha (arXiv:1812.05905, section 5). No actor target: SAC bootstraps from the online policy."""
 
-    hyper_defaults = AgentBase.hyper_defaults | dict(alpha_init=0.2)  # initial entropy temperature
+    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(alpha_init=0.2)  # initial entropy temperature
     act_class, cri_class = ActorSAC, CriticTwin
     if_act_target = False
 
@@ -503,15 +510,18 @@ class AgentSAC(AgentBase):
         return next_q - self.log_alpha.exp() * next_log_prob
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Policy objective E[alpha * log pi(a|s) - min Q(s, a)] (SAC paper, eq. 7); before it, one step of
-        the temperature toward the target entropy (arXiv:1812.05905, eq. 18)."""
+        """Policy objective E[alpha * log pi(a|s) - min Q(s, a)] (SAC paper, eq. 7)."""
         state = batch[0]
         action, log_prob = self.act.get_action_log_prob(state)
-        obj_alpha = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-        optimizer_step(self.alpha_optimizer, obj_alpha)
-
         q = torch.stack(self.cri.get_q_heads(state, action)).min(dim=0).values
         return (self.log_alpha.exp().detach() * log_prob - q).mean()
+
+    def extra_update(self, batch: tuple[torch.Tensor, ...]):
+        """One step of the temperature toward the target entropy (arXiv:1812.05905, eq. 18), after the policy's step
+        as in its Algorithm 1, on the log-probs of fresh actions of the stepped policy."""
+        with torch.no_grad():
+            log_prob = self.act.get_action_log_prob(batch[0])[1]
+        optimizer_step(self.alpha_optimizer, -(self.log_alpha * (log_prob + self.target_entropy)).mean())
 
     def extra_stats(self) -> dict[str, float]:
         return {"alpha": self.log_alpha.exp().item()}
@@ -528,8 +538,7 @@ class AgentPPO(AgentBase):
     then several epochs of minibatch steps on the clipped surrogate with an entropy bonus."""
 
     if_off_policy = False
-    if_act_target = if_cri_target = False
-    act_class, cri_class = ActorPPO, CriticAdv
+    act_class, cri_class = ActorPPO, CriticValue
     train_defaults = dict(net_dim=64, batch_size=256, target_step=2048, repeat_times=8, num_envs=8,  # repeat_times: epochs
                           if_multiprocess=True)  # LunarLanderContinuous: measured faster in processes (History/)
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
@@ -595,7 +604,8 @@ class AgentPPO(AgentBase):
                 "obj_actor": sum_obj_actor.item() / update_times} | self.extra_stats()
 
     def extra_stats(self) -> dict[str, float]:
-        return {"action_std": self.act.log_std.exp().mean().item()}
+        """The Gaussian's learned std; a categorical policy has none."""
+        return {} if self.if_discrete else {"action_std": self.act.log_std.exp().mean().item()}
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
@@ -613,9 +623,6 @@ class AgentDiscretePPO(AgentPPO):
     act_class = ActorDiscretePPO
     hyper_defaults = AgentPPO.hyper_defaults | dict(entropy_coef=0.01)  # a categorical policy has no learned std to explore with
     train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)  # CartPole: serial measured faster (History/)
-
-    def extra_stats(self) -> dict[str, float]:
-        return {}
 
 
 class AgentA2C(AgentPPO):

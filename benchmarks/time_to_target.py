@@ -1,7 +1,7 @@
 """Time to target (shared/BENCH.md): wall-clock seconds from the start of training until the deterministic
 policy's mean return over 8 evaluation episodes first reaches the task's target, evaluation included.
 
-    python benchmarks/time_to_target.py                                   # issue 8's suite, with the SB3 peer
+    python benchmarks/time_to_target.py                                   # the whole suite, with the SB3 peer
     python benchmarks/time_to_target.py tasks=CartPole-v1,Pendulum-v1 seeds=0,1,2 max_time=600
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=serial,mp
 
@@ -35,7 +35,7 @@ def git_commit() -> str:
     return commit + ("-dirty" if dirty else "")
 
 
-SUITE = {  # issue 8: each task and our agents of its action type
+SUITE = {  # the benchmark tasks (shared/BENCH.md) and our agents of each one's action type
     "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentDiscretePPO", "AgentDiscreteA2C"],
     "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentPPO"],
     "LunarLander-v3": ["AgentD3QN", "AgentDiscretePPO"],

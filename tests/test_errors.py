@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+import AgentRun
 from AgentRun import Arguments, build_env, parse_overrides, train_and_evaluate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,6 +95,7 @@ def test_override_of_the_wrong_type(item, message):
     ("batch_size", 0, "> 0"), ("net_dim", -8, "> 0"), ("max_memo", 0, "> 0"), ("eval_times", 0, "> 0"),
     ("soft_update_tau", 2.0, r"in \(0, 1\]"), ("eval_gap", -1.0, ">= 0"), ("batch_size", 32.5, "integer"),
     ("random_steps", -1, ">= 0"), ("random_steps", 100.5, "integer"),
+    ("seed", 1.5, "integer"), ("eval_times", True, "integer"),  # integer fields by their annotation
 ])
 def test_bad_values_are_refused(field, value, accepted, tmp_path):
     args = Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "run"), **{field: value})
@@ -202,3 +204,17 @@ def test_discrete_actions_are_shifted_to_a_space_that_does_not_start_at_zero():
     for action in (0, 1, 2):
         env.step(np.int64(action))
     assert inner.received == [-1, 0, 1]
+
+
+def test_command_line_is_a_function(tmp_path):
+    """main(argv) is what `python AgentRun.py ...` runs: key=value overrides of run__demo(), or replay= or resume=."""
+    with pytest.raises(ValueError, match=r"one of replay=<cwd> and resume=<cwd> at a time, got replay=a resume=b"):
+        AgentRun.main(["replay=a", "resume=b"])
+    with pytest.raises(ValueError, match=r"replay=<cwd> takes no other key=value"):
+        AgentRun.main(["replay=a", "seed=1"])
+    with pytest.raises(ValueError, match=r"unknown key 'no_such_key'"):
+        AgentRun.main(["no_such_key=1"])
+    cwd = str(tmp_path / "run")
+    result = AgentRun.main(["agent=AgentDQN", "env=CartPole-v1", f"cwd={cwd}", "break_step=512", "eval_gap=0"])
+    assert result["stop_reason"] == "reached break_step 512"
+    assert AgentRun.main([f"resume={cwd}", "break_step=1024"])["stop_reason"] == "reached break_step 1024"

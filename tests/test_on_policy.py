@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentNet import ActorDiscretePPO, ActorPPO, CriticAdv
+from AgentNet import ActorDiscretePPO, ActorPPO, CriticValue
 from AgentZoo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO, RolloutBuffer
 from envs import make_counter_vector_env
 
@@ -29,8 +29,8 @@ def test_on_policy_networks_shapes_and_log_prob():
     action, log_prob = discrete.get_action_log_prob(state)
     assert action.shape == (7,) and action.dtype == torch.long and log_prob.shape == (7,)
     assert torch.equal(discrete(state), discrete.net(state).argmax(dim=1))
-    assert CriticAdv(NET_DIM, STATE_DIM)(state).shape == (7,)
-    assert CriticAdv(NET_DIM, STATE_DIM)(torch.randn(5, 2, STATE_DIM)).shape == (5, 2)  # (T, N) rollouts
+    assert CriticValue(NET_DIM, STATE_DIM)(state).shape == (7,)
+    assert CriticValue(NET_DIM, STATE_DIM)(torch.randn(5, 2, STATE_DIM)).shape == (5, 2)  # (T, N) rollouts
 
 
 def test_gae_by_hand_with_a_termination_and_a_truncation():

@@ -54,7 +54,8 @@ def test_agent_hyperparameters_are_arguments_that_reach_the_agent_and_config(tmp
     args = Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(tmp_path / "run"),
                      **parse_overrides(["entropy_coef=0.05", "lambda_gae=0.9"]))
     env_info = prepare_env(args.env)[1]
-    args.init_before_training(args.get_agent_class(), env_info)
+    args.resolve(env_info)
+    args.prepare_cwd()
     agent = build_agent(args, env_info, device="cpu")
     assert (agent.entropy_coef, agent.lambda_gae, agent.ratio_clip) == (0.05, 0.9, 0.2)  # ratio_clip: the default
     config = json.loads((tmp_path / "run" / "config.json").read_text())

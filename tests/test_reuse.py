@@ -18,7 +18,8 @@ import torch
 import torch.nn as nn
 """
 FROM_NET = ["layer_init_orthogonal", "build_mlp", "Actor", "ActorSAC", "Critic", "CriticTwin"]
-FROM_ZOO = ["soft_update", "optimizer_step", "new_adam", "frozen_copy", "ReplayBuffer", "AgentBase", "AgentSAC"]
+FROM_ZOO = ["soft_update", "optimizer_step", "new_adam", "frozen_copy", "ReplayBuffer", "AgentBase", "AgentOffPolicy",
+            "AgentSAC"]
 
 
 def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
