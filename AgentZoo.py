@@ -545,6 +545,7 @@ class AgentPPO(AgentBase):
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
                           ratio_clip=0.2,  # the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip]
                           entropy_coef=0.0)  # weight of the entropy bonus; the Gaussian's learned std explores
+    criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:

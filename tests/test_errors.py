@@ -95,7 +95,7 @@ def test_override_of_the_wrong_type(item, message):
     ("batch_size", 0, "> 0"), ("net_dim", -8, "> 0"), ("max_memo", 0, "> 0"), ("eval_times", 0, "> 0"),
     ("soft_update_tau", 2.0, r"in \(0, 1\]"), ("eval_gap", -1.0, ">= 0"), ("batch_size", 32.5, "integer"),
     ("random_steps", -1, ">= 0"), ("random_steps", 100.5, "integer"),
-    ("seed", 1.5, "integer"), ("eval_times", True, "integer"),  # integer fields by their annotation
+    ("seed", 1.5, "integer"), ("eval_times", 2.5, "integer"),  # integer fields by their annotation
 ])
 def test_bad_values_are_refused(field, value, accepted, tmp_path):
     args = Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "run"), **{field: value})
