@@ -807,6 +807,9 @@ def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Ev
                 report = channels.reports.get(timeout=0.2)
             except queue.Empty:
                 continue
+            except OSError:  # the learner died after sending it, its shared memory with it: the next check says why
+                learner.join(timeout=10)
+                continue
             step, stop_reason = report.step, report.stop_reason
             if report.weights is None or (stop_reason is None and not evaluator.if_due()):
                 continue  # the learner sends every round; the newest is evaluated when due, and the last one
@@ -938,27 +941,27 @@ def is_stopping(stop_event) -> bool:
     return stop_event.is_set() or (parent is not None and not parent.is_alive())
 
 
-def get_until_stopped(q, stop_event):
-    """The next item, or None once the run stops: no process waits forever on one that has stopped."""
-    while not is_stopping(stop_event):
-        try:
-            return q.get(timeout=0.2)
-        except queue.Empty:
-            continue
-    return None
-
-
-def get_newest(q, stop_event):
-    """The item a one-item queue holds, or None if it holds none. None also once the run is stopping and the item's
-    sender has left: its tensors in shared memory can no longer be fetched from it (FileNotFoundError)."""
+def receive(q, stop_event, timeout: float | None = None):
+    """The next item, waiting up to timeout seconds (None: not at all), or None if none came. None also once the run
+    is stopping and the item's sender has left: its tensors in shared memory can no longer be fetched from it
+    (FileNotFoundError)."""
     try:
-        return q.get_nowait()
+        return q.get(timeout=timeout) if timeout is not None else q.get_nowait()
     except queue.Empty:
         return None
     except OSError:
         if is_stopping(stop_event):
             return None
         raise
+
+
+def get_until_stopped(q, stop_event):
+    """The next item, or None once the run stops: no process waits forever on one that has stopped."""
+    while not is_stopping(stop_event):
+        item = receive(q, stop_event, timeout=0.2)
+        if item is not None:
+            return item
+    return None
 
 
 def put_until_stopped(q, item, stop_event) -> bool:
@@ -995,7 +998,7 @@ def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, sta
         for chunk_start in range(0, horizon, REFRESH_STEPS):
             chunks.append(explore(agent, env, min(REFRESH_STEPS, horizon - chunk_start), args, step))
             step += chunks[-1][0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
-            weights = get_newest(channels.weights, channels.stop)  # if the learner has sent any since
+            weights = receive(channels.weights, channels.stop)  # the newest, if the learner has sent any since
             if weights is not None:
                 agent.act.load_state_dict(weights)
         trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps

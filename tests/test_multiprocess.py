@@ -239,6 +239,6 @@ def test_weights_of_a_learner_that_left_at_the_stop_are_not_an_error():
     sender.start()
     sender.join()
     with pytest.raises(OSError):
-        AgentRun.get_newest(q, stop_event)
+        AgentRun.receive(q, stop_event)
     stop_event.set()
-    assert AgentRun.get_newest(q, stop_event) is None
+    assert AgentRun.receive(q, stop_event) is None
