@@ -5,6 +5,7 @@ Contents, in dependency order: arguments; environment; evaluator and recorder; c
 loop building blocks; train_and_evaluate with its serial body; the multiprocess body; outputs (replay, GIF);
 entry points (resume, run__demo, main).
 """
+import contextlib
 import copy
 import csv
 import dataclasses
@@ -16,6 +17,7 @@ import queue
 import shutil
 import signal
 import sys
+import threading
 import time
 import traceback
 import typing
@@ -787,44 +789,46 @@ def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Ev
     run_state = start_state(args)
     step = run_state["step"]
     ctx = mp.get_context(start_method_for(args.start_method))
-    channels = Channels(ctx.Event(), ctx.Queue(), *(ctx.Queue(1) for _ in range(4)))
+    channels = Channels(ctx.Event(), ctx.Queue(), *(ctx.Queue(1) for _ in range(3)))
     explorer = ctx.Process(target=run_child, name="explorer", daemon=True,
                            args=(explorer_process, channels, args, env_info, step))
     learner = ctx.Process(target=run_child, name="learner", daemon=True, args=(learner_process, channels, args, env_info))
     torch.set_num_threads(1)
     evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
     agent = build_agent(args, env_info, device="cpu")  # the recorder's copy
-    explorer.start()
-    learner.start()
-    print_banner(args, env_info, step, f"multiprocess: explorer pid {explorer.pid}, learner pid {learner.pid}")
-
+    state_path = os.path.join(args.cwd, RECORDER_STATE)
+    save_atomically(evaluator.state_dict(), state_path)  # the resumed one, if resumed: no newer one from before
     # the learner's episodes and the sum of their returns in this session, at the last row
-    stop_reason, explored_before = None, (run_state["episodes"], 0.0)
-    try:
-        while stop_reason is None:
-            raise_if_failed([explorer, learner], channels.errors)
-            try:
-                report = channels.reports.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            except OSError:  # the learner died after sending it, its shared memory with it: the next check says why
-                learner.join(timeout=10)
-                continue
-            step, stop_reason = report.step, report.stop_reason
-            if report.weights is None or (stop_reason is None and not evaluator.if_due()):
-                continue  # the learner sends every round; the newest is evaluated when due, and the last one
-            new_episodes, new_return_sum = report.episodes - explored_before[0], report.return_sum - explored_before[1]
-            explore_return = new_return_sum / new_episodes if new_episodes else math.nan
-            explored_before = report.episodes, report.return_sum
-            agent.act.load_state_dict(report.weights)
-            avg_return = evaluator.evaluate_and_save(agent, step, report.episodes, explore_return, report.stats)
-            put_newest(channels.recorder_state, evaluator.state_dict())  # for the learner's next checkpoint
-            stop_reason = target_reason(args, avg_return) or stop_reason
-    except KeyboardInterrupt:
-        stop_reason = "Ctrl-C"
-    finally:
-        evaluator.finish()
-        terminated = stop_children([explorer, learner], channels, evaluator.state_dict())
+    stop_reason, explored_before, ctrl_c = None, (run_state["episodes"], 0.0), threading.Event()
+    with ctrl_c_sets(ctrl_c):
+        explorer.start()
+        learner.start()
+        print_banner(args, env_info, step, f"multiprocess: explorer pid {explorer.pid}, learner pid {learner.pid}")
+        try:
+            while stop_reason is None and not ctrl_c.is_set():
+                raise_if_failed([explorer, learner], channels.errors)
+                try:
+                    report = channels.reports.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                except OSError:  # the learner died after sending it, its shared memory with it: the next check says why
+                    learner.join(timeout=10)
+                    continue
+                step, stop_reason = report.step, report.stop_reason
+                if report.weights is None or (stop_reason is None and not evaluator.if_due()):
+                    continue  # the learner sends every round; the newest is evaluated when due, and the last one
+                new_episodes, new_return_sum = report.episodes - explored_before[0], report.return_sum - explored_before[1]
+                explore_return = new_return_sum / new_episodes if new_episodes else math.nan
+                explored_before = report.episodes, report.return_sum
+                agent.act.load_state_dict(report.weights)
+                avg_return = evaluator.evaluate_and_save(agent, step, report.episodes, explore_return, report.stats)
+                save_atomically(evaluator.state_dict(), state_path)
+                stop_reason = target_reason(args, avg_return) or stop_reason
+            stop_reason = stop_reason or "Ctrl-C"
+        finally:
+            evaluator.finish()
+            save_atomically(evaluator.state_dict(), state_path)  # for the learner's final checkpoint
+            terminated = stop_children([explorer, learner], channels)
     raise_if_failed([child for child in (explorer, learner) if child not in terminated], channels.errors)
     if learner in terminated:  # the explorer has nothing to save; the learner had
         raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and was "
@@ -834,16 +838,20 @@ def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Ev
 
 
 CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
+# The recorder's state (Evaluator.state_dict), which the learner copies into each checkpoint. A file written aside and
+# renamed, not a queue: a process killed while it writes a large item into a queue's pipe leaves half of it there,
+# and its reader would wait for the rest forever.
+RECORDER_STATE = "recorder_state.pt"
 
 
 class Channels(typing.NamedTuple):
-    """What the processes of a multiprocess run share; each queue of one item holds the newest (put_newest)."""
+    """What the processes of a multiprocess run share; each queue of one item holds the newest (put_newest). Their
+    items stay small (torch sends a CPU tensor as a handle to shared memory), so each is written to the pipe whole."""
     stop: typing.Any  # an Event: the run is stopping
     errors: typing.Any  # a Queue of (child name, traceback) from children that raised
     weights: typing.Any  # learner -> explorer: a CPU copy of the newest actor
     trajectories: typing.Any  # explorer -> learner: (trajectory, returns of the episodes it ended)
     reports: typing.Any  # learner -> recorder: the newest LearnerReport
-    recorder_state: typing.Any  # recorder -> learner: the Evaluator's state for the next checkpoint
 
 
 class LearnerReport(typing.NamedTuple):
@@ -868,6 +876,22 @@ def start_method_for(requested: str | None) -> str | None:
     return requested
 
 
+@contextlib.contextmanager
+def ctrl_c_sets(event: threading.Event):
+    """Within it, Ctrl-C sets event instead of raising KeyboardInterrupt: raised between any two bytecodes, that can
+    land inside a queue's put or get and leave it half-done (a put stopped after it took a one-item queue's slot
+    leaves the queue full forever, and the stop then hangs on it). Only the main thread receives signals, and a
+    SIGINT that this process ignores (a background job) stays ignored."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: event.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_child(target, channels: Channels, *target_args):
     """A child's entry: Ctrl-C is the parent's to handle; SIGTERM ends it (a forked child inherits the parent's
     handlers, and SDL's, installed by pygame when an env renders, would ignore it); an exception goes to the parent
@@ -881,14 +905,10 @@ def run_child(target, channels: Channels, *target_args):
         sys.exit(1)
 
 
-def stop_children(children: list, channels: Channels, recorder_state: dict) -> list:
-    """Stop the run: send the recorder's last state, which the learner's final checkpoint waits for, and wait for
-    the children to leave; terminate those that do not (kill those that survive that), so that no child outlives
-    the run. Returns the ones that had to be terminated."""
-    # a dead learner never reads the state, and the item, larger than a pipe once the history is long, must not
-    # keep this process from exiting
-    channels.recorder_state.cancel_join_thread()
-    put_newest(channels.recorder_state, recorder_state)
+def stop_children(children: list, channels: Channels) -> list:
+    """Stop the run: wait for the children to leave (the learner writes its final checkpoint); terminate those that
+    do not (kill those that survive that), so that no child outlives the run. Returns the ones that had to be
+    terminated."""
     channels.stop.set()
     for child in children:  # the learner writes its last checkpoint before it leaves
         child.join(timeout=CHILD_EXIT_SECONDS)
@@ -1017,20 +1037,16 @@ def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
     buffer = build_buffer(args, env_info, agent.device)
     run_state = start_state(args, agent, buffer)
     step, episodes, recorder_state = run_state["step"], run_state["episodes"], run_state["evaluator"]
-    start_time = time.time() - (recorder_state["seconds"] if recorder_state is not None else 0.0)  # max_time counts all sessions
+    start_time = time.time() - (recorder_state["seconds"] if recorder_state else 0.0)  # max_time counts all sessions
     print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
     channels.weights.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
     put_newest(channels.weights, cpu_state_dict(agent.act))
     return_sum, last_save_time, reason = 0.0, time.time(), None  # return_sum: of this session's episodes
 
-    def save(if_final: bool = False):
-        nonlocal recorder_state
-        try:  # at the stop, wait for the state the recorder sends after its last evaluation
-            recorder_state = channels.recorder_state.get(timeout=10) if if_final else channels.recorder_state.get_nowait()
-        except queue.Empty:
-            pass
+    def save():  # with the recorder's newest state, which its last evaluation wrote before the stop
         save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
-                        {"step": step, "episodes": episodes, "evaluator": recorder_state, "rng": rng_states()})
+                        {"step": step, "episodes": episodes, "rng": rng_states(),
+                         "evaluator": load_weights(os.path.join(args.cwd, RECORDER_STATE), "cpu")})
 
     while reason is None:
         item = get_until_stopped(channels.trajectories, channels.stop)
@@ -1056,7 +1072,7 @@ def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
     while not is_stopping(channels.stop):  # the recorder evaluates the last weights, then stops the run
         time.sleep(0.05)
     if mp.parent_process().is_alive():  # a killed run keeps its last periodic checkpoint, as a serial one does
-        save(if_final=True)
+        save()
 
 
 # ---- outputs ----

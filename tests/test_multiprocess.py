@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import gymnasium as gym
@@ -29,14 +30,31 @@ def is_gone(pid: int) -> bool:
         return True
 
 
-def start_mp_run(cwd, *extra):
-    proc = subprocess.Popen([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
-                             "if_multiprocess=True", "break_step=100000", "target_return=0", *extra],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
-    first_line = proc.stdout.readline()
-    pids = dict(re.findall(r"(explorer|learner) pid (\d+)", first_line))
-    assert set(pids) == {"explorer", "learner"}, first_line
-    return proc, {name: int(pid) for name, pid in pids.items()}
+@pytest.fixture
+def start_mp_run():
+    """Starts `python AgentRun.py` for a multiprocess SAC run and returns it with its children's pids; whatever of it
+    is still running when the test ends (a failed test) is killed, so that it cannot slow the tests after it."""
+    started = []
+
+    def start(cwd, *extra):
+        proc = subprocess.Popen([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
+                                 "if_multiprocess=True", "break_step=100000", "target_return=0", *extra],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=default_sigint)
+        first_line = proc.stdout.readline()
+        pids = {name: int(pid) for name, pid in re.findall(r"(explorer|learner) pid (\d+)", first_line)}
+        started.append((proc, pids))
+        assert set(pids) == {"explorer", "learner"}, first_line
+        return proc, pids
+
+    yield start
+    for proc, pids in started:
+        for pid in [proc.pid, *pids.values()]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.communicate()
 
 
 @pytest.mark.parametrize("agent, env, target_return, break_step, start_method", [
@@ -53,7 +71,7 @@ def test_multiprocess_run_reaches_target(agent, env, target_return, break_step, 
 
 
 @pytest.mark.parametrize("victim", ["explorer", "learner"])
-def test_killed_child_stops_the_run_with_an_error_and_no_orphans(victim, tmp_path):
+def test_killed_child_stops_the_run_with_an_error_and_no_orphans(victim, tmp_path, start_mp_run):
     proc, pids = start_mp_run(tmp_path / "run")
     wait_for(str(tmp_path / "run" / "recorder.csv"))
     os.kill(pids[victim], signal.SIGKILL)
@@ -72,30 +90,34 @@ def test_child_that_raises_stops_the_run_with_its_traceback(tmp_path):
         train_and_evaluate(args)
 
 
-@pytest.mark.parametrize("how", ["stop file", "SIGINT"])
-def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path):
+@pytest.mark.parametrize("how", ["stop file", "SIGINT", "SIGINT pressed again and again"])
+def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path, start_mp_run):
+    """Ctrl-C only asks for the stop: raised as KeyboardInterrupt at any moment, it could land inside a queue's put
+    and hang the stop, and a second press would end the run before the learner's final checkpoint."""
     cwd = tmp_path / "run"
     proc, pids = start_mp_run(cwd, "save_gap=1000")
     wait_for(str(cwd / "recorder.csv"))
     if how == "stop file":
         (cwd / "stop").touch()
     else:
-        proc.send_signal(signal.SIGINT)
+        for _ in range(1 if how == "SIGINT" else 10):  # 10 in 0.2 s: all before the run's end
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.02)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
-    assert ("found the file `stop` in cwd" if how == "stop file" else "Stop: Ctrl-C") in stdout
+    assert ("found the file `stop` in cwd" if how == "stop file" else "Stop: Ctrl-C") in stdout, stdout
     run_state = load_checkpoint(str(cwd), AgentSAC(128, 3, 1, device="cpu"), ReplayBuffer(2 ** 20, 3, 1, if_discrete=False))
     assert run_state["step"] > 0
     assert all(is_gone(pid) for pid in pids.values())
 
 
-def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(tmp_path):
+def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(tmp_path, start_mp_run):
     cwd = str(tmp_path / "run")
     proc, pids = start_mp_run(cwd, "save_gap=0.5", "eval_gap=0", "target_return=-200")
     deadline = time.time() + 120
     while True:  # a checkpoint with recorder rows: the learner takes the recorder's state at its next save
         try:
-            if AgentRun.read_run_state(cwd)["evaluator"] is not None:
+            if (AgentRun.read_run_state(cwd)["evaluator"] or {}).get("history"):
                 break
         except FileNotFoundError:  # not written yet
             pass
@@ -194,28 +216,39 @@ def test_learner_terminated_before_its_final_checkpoint_is_an_error(tmp_path, mo
         train_and_evaluate(args)
 
 
-def test_parent_exits_promptly_when_the_learner_dies_with_a_long_recorder_history(tmp_path):
-    """The recorder's state, sent to the learner for its checkpoints, outgrows a pipe at about 650 rows; after the
-    learner's death nobody reads it, and the parent's exit must not wait for it to be read."""
-    cwd = str(tmp_path / "run")
+def run_with_long_history(cwd: str, rows: int = 800):
+    """A checkpoint whose recorder history has `rows` rows, about 100 kB pickled: larger than a pipe holds."""
     train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=1024, random_steps=256,
                                  eval_gap=0, target_return=1e9))
     agent, buffer = AgentSAC(128, 3, 1, device="cpu"), ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
     run_state = load_checkpoint(cwd, agent, buffer)
     last_row = run_state["evaluator"]["history"][-1]
-    run_state["evaluator"]["history"] = [last_row | {"step": step} for step in range(1, 801)]
+    run_state["evaluator"]["history"] = [last_row | {"step": step} for step in range(1, rows + 1)]
     AgentRun.save_checkpoint(cwd, agent, buffer, run_state)
 
-    proc = subprocess.Popen([sys.executable, "AgentRun.py", f"resume={cwd}", "if_multiprocess=True", "break_step=10000000"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+def resume_until_a_new_row(cwd: str, *extra):
+    """Resume cwd's run in a process of its own and return it, with its children's pids, after its first new
+    evaluation row: by then the recorder has passed its whole state on for the learner's checkpoints."""
+    proc = subprocess.Popen([sys.executable, "AgentRun.py", f"resume={cwd}", "if_multiprocess=True",
+                             "break_step=10000000", *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     pids = {}
     while "learner" not in pids:
-        pids = dict(re.findall(r"(explorer|learner) pid (\d+)", proc.stdout.readline()))
+        pids = {name: int(pid) for name, pid in re.findall(r"(explorer|learner) pid (\d+)", proc.stdout.readline())}
     rows, deadline = len(read_rows(cwd)), time.time() + 120
-    while len(read_rows(cwd)) == rows:  # a new evaluation: the parent has sent a state of 801 rows
+    while len(read_rows(cwd)) == rows:
         assert time.time() < deadline and proc.poll() is None
         time.sleep(0.1)
-    os.kill(int(pids["learner"]), signal.SIGKILL)
+    return proc, pids
+
+
+def test_parent_exits_promptly_when_the_learner_dies_with_a_long_recorder_history(tmp_path):
+    """After the learner's death nobody reads the recorder's state: the parent's exit must not wait for that."""
+    cwd = str(tmp_path / "run")
+    run_with_long_history(cwd)
+    proc, pids = resume_until_a_new_row(cwd)
+    os.kill(pids["learner"], signal.SIGKILL)
     start = time.time()
     try:
         _, stderr = proc.communicate(timeout=30)
@@ -223,6 +256,26 @@ def test_parent_exits_promptly_when_the_learner_dies_with_a_long_recorder_histor
         proc.kill()
     assert time.time() - start < 10
     assert proc.returncode != 0 and "the learner process was killed by signal 9" in stderr
+
+
+def test_children_leave_a_parent_killed_while_it_passes_on_a_long_recorder_history(tmp_path):
+    """Passed through a queue, the recorder's state waits half-written in the pipe until the learner's next checkpoint
+    reads it; a parent killed then would leave the learner waiting for the other half forever."""
+    cwd = str(tmp_path / "run")
+    run_with_long_history(cwd)
+    proc, pids = resume_until_a_new_row(cwd, "save_gap=3")
+    proc.kill()
+    proc.wait()  # not communicate(): a child left behind holds its pipes open
+    deadline = time.time() + 15
+    try:
+        while not all(is_gone(pid) for pid in pids.values()):
+            assert time.time() < deadline, "a child outlived its killed parent"
+            time.sleep(0.1)
+    finally:
+        for pid in pids.values():
+            if not is_gone(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert AgentRun.read_run_state(cwd)["step"] > 1024  # the learner's checkpoints carry on
 
 
 def put_weights_and_leave(q):
@@ -242,3 +295,20 @@ def test_weights_of_a_learner_that_left_at_the_stop_are_not_an_error():
         AgentRun.receive(q, stop_event)
     stop_event.set()
     assert AgentRun.receive(q, stop_event) is None
+
+
+def test_ctrl_c_in_the_multiprocess_recorder_sets_a_flag():
+    """SIGINT sets the event and raises nothing inside ctrl_c_sets; the handler before it is back after it, and
+    a SIGINT this process ignores stays ignored."""
+    event, before = threading.Event(), signal.getsignal(signal.SIGINT)
+    with AgentRun.ctrl_c_sets(event):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)
+        assert event.is_set()
+    assert signal.getsignal(signal.SIGINT) is before
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with AgentRun.ctrl_c_sets(threading.Event()):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
