@@ -788,11 +788,7 @@ def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Ev
     A child that raises or dies stops the run with an error naming it; Ctrl-C or a `stop` file stops it cleanly."""
     run_state = start_state(args)
     step = run_state["step"]
-    ctx = mp.get_context(start_method_for(args.start_method))
-    channels = Channels(ctx.Event(), ctx.Queue(), *(ctx.Queue(1) for _ in range(3)))
-    explorer = ctx.Process(target=run_child, name="explorer", daemon=True,
-                           args=(explorer_process, channels, args, env_info, step))
-    learner = ctx.Process(target=run_child, name="learner", daemon=True, args=(learner_process, channels, args, env_info))
+    channels, (explorer, learner) = build_children(args, env_info, step)
     torch.set_num_threads(1)
     evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
     agent = build_agent(args, env_info, device="cpu")  # the recorder's copy
@@ -807,12 +803,8 @@ def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Ev
         try:
             while stop_reason is None and not ctrl_c.is_set():
                 raise_if_failed([explorer, learner], channels.errors)
-                try:
-                    report = channels.reports.get(timeout=0.2)
-                except queue.Empty:
-                    continue
-                except OSError:  # the learner died after sending it, its shared memory with it: the next check says why
-                    learner.join(timeout=10)
+                report = next_report(channels.reports, learner)
+                if report is None:
                     continue
                 step, stop_reason = report.step, report.stop_reason
                 if report.weights is None or (stop_reason is None and not evaluator.if_due()):
@@ -862,6 +854,28 @@ class LearnerReport(typing.NamedTuple):
     stats: dict  # the round's update_net stats; empty before learning starts
     weights: dict | None  # a CPU copy of the actor to evaluate; None before learning starts (nothing to evaluate)
     stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
+
+
+def build_children(args: Arguments, env_info: EnvInfo, step: int) -> tuple[Channels, tuple]:
+    """The channels and the explorer and learner processes of a run at `step`, not started yet."""
+    ctx = mp.get_context(start_method_for(args.start_method))
+    channels = Channels(ctx.Event(), ctx.Queue(), *(ctx.Queue(1) for _ in range(3)))
+    explorer = ctx.Process(target=run_child, name="explorer", daemon=True,
+                           args=(explorer_process, channels, args, env_info, step))
+    learner = ctx.Process(target=run_child, name="learner", daemon=True, args=(learner_process, channels, args, env_info))
+    return channels, (explorer, learner)
+
+
+def next_report(reports, learner) -> LearnerReport | None:
+    """The learner's newest report, or None if none came within 0.2 s, or if the learner died after sending it (its
+    shared memory went with it): the recorder's next look at the children says why."""
+    try:
+        return reports.get(timeout=0.2)
+    except queue.Empty:
+        return None
+    except OSError:
+        learner.join(timeout=10)
+        return None
 
 
 def start_method_for(requested: str | None) -> str | None:
