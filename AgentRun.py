@@ -408,7 +408,7 @@ class Evaluator:
         """Carry on a resumed run from its checkpoint: its clock, best return and actor, rows for the plot. What the
         run wrote after that checkpoint goes: recorder.csv is rewritten from the checkpoint's rows and actor.pt from its
         best actor, so that steps keep increasing and actor.pt stays the actor of the best row recorded.
-        None: a multiprocess run checkpointed before its first evaluation (no rows, no actor)."""
+        None: a fresh run (and a multiprocess checkpoint of an earlier version, taken before its first evaluation)."""
         if state is not None:
             self.start_time = time.time() - state["seconds"]
             self.best_return, self.best_actor = state["best_return"], state["best_actor"]
@@ -646,6 +646,16 @@ def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | R
     return RolloutBuffer(device)
 
 
+def build_learner(args: Arguments, env_info: EnvInfo) -> tuple[AgentBase, ReplayBuffer | RolloutBuffer, dict]:
+    """What the process that learns starts from: its threads, its seed, the agent and the buffer, restored from the
+    checkpoint (RNG states too) when the run resumes, and run_state (start_state)."""
+    torch.set_num_threads(args.num_threads)
+    torch.manual_seed(args.seed)
+    agent = build_agent(args, env_info)
+    buffer = build_buffer(args, env_info, agent.device)
+    return agent, buffer, start_state(args, agent, buffer)
+
+
 def explore(agent: AgentBase, env, horizon: int, args: Arguments, step: int) -> tuple[torch.Tensor, ...]:
     """One round of exploration from `step` on: with uniformly random actions while step < random_steps
     (off-policy agents), which covers the action space before the policy narrows it (TD3 paper, section 6.1)."""
@@ -728,11 +738,7 @@ def train_and_evaluate(args: Arguments) -> dict:
 def train_serial(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
     """One process explores target_step steps, updates, evaluates when due (Evaluator.if_due) and checkpoints every
     save_gap seconds: the debugging path and the reference for correctness. Returns the stop reason, step, recorder."""
-    torch.set_num_threads(args.num_threads)
-    torch.manual_seed(args.seed)
-    agent = build_agent(args, env_info)
-    buffer = build_buffer(args, env_info, agent.device)
-    run_state = start_state(args, agent, buffer)
+    agent, buffer, run_state = build_learner(args, env_info)
     step, episodes_before = run_state["step"], run_state["episodes"]  # episodes_before: of the run before this process
     evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
     env = build_explore_env(args)
@@ -795,13 +801,11 @@ def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Ev
     state_path = os.path.join(args.cwd, RECORDER_STATE)
     save_atomically(evaluator.state_dict(), state_path)  # the resumed one, if resumed: no newer one from before
     # the learner's episodes and the sum of their returns in this session, at the last row
-    stop_reason, explored_before, ctrl_c = None, (run_state["episodes"], 0.0), threading.Event()
-    with ctrl_c_sets(ctrl_c):
-        explorer.start()
-        learner.start()
+    stop_reason, explored_before = None, (run_state["episodes"], 0.0)
+    with children_started([explorer, learner]) as ctrl_c:
         print_banner(args, env_info, step, f"multiprocess: explorer pid {explorer.pid}, learner pid {learner.pid}")
         try:
-            while stop_reason is None and not ctrl_c.is_set():
+            while stop_reason is None and not ctrl_c:
                 raise_if_failed([explorer, learner], channels.errors)
                 report = next_report(channels.reports, learner)
                 if report is None:
@@ -818,9 +822,11 @@ def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Ev
                 stop_reason = target_reason(args, avg_return) or stop_reason
             stop_reason = stop_reason or "Ctrl-C"
         finally:
-            evaluator.finish()
-            save_atomically(evaluator.state_dict(), state_path)  # for the learner's final checkpoint
-            terminated = stop_children([explorer, learner], channels)
+            try:
+                evaluator.finish()
+                save_atomically(evaluator.state_dict(), state_path)  # for the learner's final checkpoint
+            finally:
+                terminated = stop_children([explorer, learner], channels)
     raise_if_failed([child for child in (explorer, learner) if child not in terminated], channels.errors)
     if learner in terminated:  # the explorer has nothing to save; the learner had
         raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and was "
@@ -866,6 +872,11 @@ def build_children(args: Arguments, env_info: EnvInfo, step: int) -> tuple[Chann
     return channels, (explorer, learner)
 
 
+# What fetching a received tensor's shared memory raises when its sender has left (FileNotFoundError, an OSError) or
+# leaves during the fetch (EOFError: its resource sharer closed the connection).
+SENDER_LEFT = (OSError, EOFError)
+
+
 def next_report(reports, learner) -> LearnerReport | None:
     """The learner's newest report, or None if none came within 0.2 s, or if the learner died after sending it (its
     shared memory went with it): the recorder's next look at the children says why."""
@@ -873,7 +884,7 @@ def next_report(reports, learner) -> LearnerReport | None:
         return reports.get(timeout=0.2)
     except queue.Empty:
         return None
-    except OSError:
+    except SENDER_LEFT:
         learner.join(timeout=10)
         return None
 
@@ -891,19 +902,24 @@ def start_method_for(requested: str | None) -> str | None:
 
 
 @contextlib.contextmanager
-def ctrl_c_sets(event: threading.Event):
-    """Within it, Ctrl-C sets event instead of raising KeyboardInterrupt: raised between any two bytecodes, that can
-    land inside a queue's put or get and leave it half-done (a put stopped after it took a one-item queue's slot
-    leaves the queue full forever, and the stop then hangs on it). Only the main thread receives signals, and a
-    SIGINT that this process ignores (a background job) stays ignored."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: event.set())
+def children_started(children: list):
+    """Start the children with SIGINT ignored, which a spawned child keeps through its start-up (a Ctrl-C reaches the
+    whole process group and would otherwise end it with KeyboardInterrupt while it imports). Within the block, Ctrl-C
+    appends to the yielded list instead of raising KeyboardInterrupt: raised between any two bytecodes, that can land
+    inside a queue's put and leave it half-done (a one-item queue full forever, on which the stop then hangs). A list,
+    not an Event: one handler can interrupt another, and Event.set takes a lock. Signals reach the main thread only,
+    and a SIGINT that this process ignores (a background job) stays ignored."""
+    pressed, if_main = [], threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if if_main else None
     try:
-        yield
+        for child in children:
+            child.start()
+        if if_main and previous is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+        yield pressed
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if if_main:  # None: a handler installed outside Python, which getsignal cannot return
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
 
 def run_child(target, channels: Channels, *target_args):
@@ -978,12 +994,12 @@ def is_stopping(stop_event) -> bool:
 def receive(q, stop_event, timeout: float | None = None):
     """The next item, waiting up to timeout seconds (None: not at all), or None if none came. None also once the run
     is stopping and the item's sender has left: its tensors in shared memory can no longer be fetched from it
-    (FileNotFoundError)."""
+    (FileNotFoundError once it is gone, EOFError while it is leaving)."""
     try:
         return q.get(timeout=timeout) if timeout is not None else q.get_nowait()
     except queue.Empty:
         return None
-    except OSError:
+    except SENDER_LEFT:
         if is_stopping(stop_event):
             return None
         raise
@@ -1045,13 +1061,9 @@ def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, sta
 
 def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
     """Owns the buffer and the networks; writes every checkpoint, with the recorder's newest state in it."""
-    torch.set_num_threads(args.num_threads)
-    torch.manual_seed(args.seed)
-    agent = build_agent(args, env_info)
-    buffer = build_buffer(args, env_info, agent.device)
-    run_state = start_state(args, agent, buffer)
-    step, episodes, recorder_state = run_state["step"], run_state["episodes"], run_state["evaluator"]
-    start_time = time.time() - (recorder_state["seconds"] if recorder_state else 0.0)  # max_time counts all sessions
+    agent, buffer, run_state = build_learner(args, env_info)
+    step, episodes = run_state["step"], run_state["episodes"]
+    start_time = time.time() - (run_state["evaluator"] or {"seconds": 0.0})["seconds"]  # max_time counts all sessions
     print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
     channels.weights.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
     put_newest(channels.weights, cpu_state_dict(agent.act))

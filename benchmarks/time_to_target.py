@@ -4,12 +4,14 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py                                   # the whole suite, with the SB3 peer
     python benchmarks/time_to_target.py tasks=CartPole-v1,Pendulum-v1 seeds=0,1,2 max_time=600
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=serial,mp
+    python benchmarks/time_to_target.py table=6e4d2d5                     # README's table: that commit's rows
 
 The suite runs each of our agents on each task of its action type, and the Stable-Baselines3 algorithm of
 each agent's family with the rl-baselines3-zoo hyperparameters (benchmarks/peer_sb3.py), seed by seed, in
 one invocation, so that the machine's load hits both alike. Each run is a fresh process with defaults; its
 row (date, commit, agent, env, seed, steps, seconds, solved, loop) is appended to History/benchmarks.csv,
-and a markdown table of medians, spreads, failures and ratios of medians is printed for README.md.
+and a markdown table of medians, spreads, failures and ratios of medians is printed for README.md;
+`table=<commit>` prints the same table from the rows of History/benchmarks.csv measured at that commit.
 A run that stops without reaching the target counts as a failure (an infinite time in the median).
 """
 import csv
@@ -88,28 +90,62 @@ def median_seconds(rows: list[dict]) -> float:
     return statistics.median(row["seconds"] if row["solved"] else math.inf for row in rows)
 
 
-def print_table(results: dict, seeds: list[int], commit: str, max_time: float):
-    """A markdown table: per task and runner, solved seeds, median and spread of seconds and steps to target,
-    and for ours the ratio of the peer family's median seconds to ours (above 1: we are faster)."""
-    print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {datetime.date.today().isoformat()}\n")
-    print("| task | agent | loop | solved | median s | s (min-max) | median steps | peer median / ours |")
-    print("|---|---|---|---|---|---|---|---|")
+def seconds_cell(rows: list[dict]) -> str:
+    """Median seconds to target and, in brackets, the slowest seed's, or how many seeds missed the target within
+    the time budget (a failure is an infinite time in the median)."""
+    solved = [row["seconds"] for row in rows if row["solved"]]
+    median, failed = median_seconds(rows), len(rows) - len(solved)
+    slowest = f"{max(solved):.0f}" if not failed else f"{failed} failed within {max(r['seconds'] for r in rows):.0f} s"
+    return f"{median:.1f} ({slowest})" if math.isfinite(median) else f"failed ({slowest})"
+
+
+def print_table(results: dict):
+    """A markdown table, one row per agent of ours: solved seeds, median and slowest seconds to target, median steps,
+    and the peer of its family beside it with the ratio of the peer's median seconds to ours (above 1: we are
+    faster; "> N" where the peer failed in most seeds: its runs stopped at the time budget, N times our median)."""
+    print("| task | agent | loop | solved | median s (slowest) | median steps | SB3 peer | peer median s (slowest) | peer / ours |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for (env, name, loop), rows in results.items():
-        solved = [row for row in rows if row["solved"]]
-        median = median_seconds(rows)
-        spread = f"{min(r['seconds'] for r in solved):.0f}-{max(r['seconds'] for r in solved):.0f}" if solved else "-"
+        if loop == "sb3":
+            continue
+        median, solved = median_seconds(rows), [row for row in rows if row["solved"]]
         steps = f"{statistics.median(r['steps'] for r in solved):.0f}" if solved else "-"
-        peer_rows = results.get((env, PEER_PREFIX + FAMILY.get(name, ""), "sb3"))
-        ratio = "-"
-        if peer_rows is not None and math.isfinite(median):  # a failed peer: at least its budget over our median
-            peer_median = median_seconds(peer_rows)
-            ratio = f"{peer_median / median:.1f}x" if math.isfinite(peer_median) else f"> {max_time / median:.1f}x"
-        print(f"| {env} | {name} | {rows[0]['loop']} | {len(solved)}/{len(rows)} | "
-              f"{f'{median:.1f}' if math.isfinite(median) else 'failed'} | {spread} | {steps} | {ratio} |")
+        peer = PEER_PREFIX + FAMILY.get(name, "")
+        peer_rows = results.get((env, peer, "sb3"))
+        peer_cells, ratio = ("-", "-"), "-"
+        if peer_rows is not None:
+            peer_median, peer_cells = median_seconds(peer_rows), (peer, seconds_cell(peer_rows))
+            budget = min(row["seconds"] for row in peer_rows if not row["solved"]) if not math.isfinite(peer_median) else 0
+            if math.isfinite(median):
+                ratio = f"{peer_median / median:.1f}x" if math.isfinite(peer_median) else f"> {budget / median:.1f}x"
+        print(f"| {env} | {name} | {rows[0]['loop']} | {len(solved)}/{len(rows)} | {seconds_cell(rows)} | {steps} | "
+              f"{peer_cells[0]} | {peer_cells[1]} | {ratio} |")
+
+
+def history_results(commit: str) -> dict:
+    """The rows of History/benchmarks.csv measured at commit, grouped as main() groups a run's, in SUITE's order."""
+    results = {}
+    with open(HISTORY, newline="") as f:
+        for row in csv.DictReader(f):
+            if row["commit"] == commit:
+                loop = "sb3" if row["agent"].startswith(PEER_PREFIX) else "default"
+                results.setdefault((row["env"], row["agent"], loop), []).append(
+                    {"steps": int(row["steps"]), "seconds": float(row["seconds"]), "solved": row["solved"] == "True",
+                     "loop": row["loop"]})
+    if not results:
+        raise SystemExit(f"no rows of commit {commit!r} in {HISTORY}")
+    order = {(env, name): i for i, (env, name) in enumerate((env, name) for env in SUITE for name in SUITE[env])}
+    return dict(sorted(results.items(), key=lambda item: (list(SUITE).index(item[0][0]), item[0][2] == "sb3",
+                                                          order.get(item[0][:2], 0), item[0][1])))
 
 
 def main(argv: list[str]):
     options = dict(item.split("=", 1) for item in argv)
+    if "table" in options:
+        results = history_results(options["table"])
+        seeds = sorted({len(rows) for rows in results.values()})
+        print(f"Time to target at commit {options['table']}, {' or '.join(map(str, seeds))} seeds per row\n")
+        return print_table(results)
     seeds = [int(s) for s in options.get("seeds", "0,1,2").split(",")]
     max_time = float(options.get("max_time", 1800))
     commit, date = git_commit(), datetime.date.today().isoformat()
@@ -123,7 +159,8 @@ def main(argv: list[str]):
                 csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
                                         result["solved"], result["loop"]])
             print(f"{name} {env} seed {seed} {loop}: {result}", flush=True)
-    print_table(results, seeds, commit, max_time)
+    print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {date}\n")
+    print_table(results)
 
 
 if __name__ == "__main__":
