@@ -4,7 +4,7 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py                                   # the whole suite, with the SB3 peer
     python benchmarks/time_to_target.py tasks=CartPole-v1,Pendulum-v1 seeds=0,1,2 max_time=600
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=serial,mp
-    python benchmarks/time_to_target.py table=6e4d2d5                     # README's table: that commit's rows
+    python benchmarks/time_to_target.py table=6e4d2d5 tasks=CartPole-v1,Pendulum-v1  # README's table
 
 The suite runs each of our agents on each task of its action type, and the Stable-Baselines3 algorithm of
 each agent's family with the rl-baselines3-zoo hyperparameters (benchmarks/peer_sb3.py), seed by seed, in
@@ -122,12 +122,13 @@ def print_table(results: dict):
               f"{peer_cells[0]} | {peer_cells[1]} | {ratio} |")
 
 
-def history_results(commit: str) -> dict:
-    """The rows of History/benchmarks.csv measured at commit, grouped as main() groups a run's, in SUITE's order."""
+def history_results(commit: str, tasks: list[str]) -> dict:
+    """The rows of History/benchmarks.csv measured at commit on tasks, grouped as main() groups a run's, in SUITE's
+    order."""
     results = {}
     with open(HISTORY, newline="") as f:
         for row in csv.DictReader(f):
-            if row["commit"] == commit:
+            if row["commit"] == commit and row["env"] in tasks:
                 loop = "sb3" if row["agent"].startswith(PEER_PREFIX) else "default"
                 results.setdefault((row["env"], row["agent"], loop), []).append(
                     {"steps": int(row["steps"]), "seconds": float(row["seconds"]), "solved": row["solved"] == "True",
@@ -142,7 +143,7 @@ def history_results(commit: str) -> dict:
 def main(argv: list[str]):
     options = dict(item.split("=", 1) for item in argv)
     if "table" in options:
-        results = history_results(options["table"])
+        results = history_results(options["table"], options.get("tasks", ",".join(SUITE)).split(","))
         seeds = sorted({len(rows) for rows in results.values()})
         print(f"Time to target at commit {options['table']}, {' or '.join(map(str, seeds))} seeds per row\n")
         return print_table(results)
