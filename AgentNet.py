@@ -19,42 +19,115 @@ def layer_init_orthogonal(layer: nn.Linear, std: float = math.sqrt(2), bias: flo
     return layer
 
 
-def build_mlp(dims: list[int], output_std: float = 1.0) -> nn.Sequential:
-    """Linear-ReLU-...-Linear over dims = [input, hidden, ..., output]; no activation after the last layer."""
+class NoisyLinear(nn.Linear):
+    """A linear layer with learned, factorised Gaussian noise on its weights (Fortunato et al. arXiv:1706.10295,
+    section 3.2): W = W_mu + W_sigma * f(e_out) f(e_in)^T and b = b_mu + b_sigma * f(e_out), f(x) = sign(x) sqrt(|x|),
+    e ~ N(0, I); the paper's initialisation with sigma_0 = 0.5. The noise is drawn afresh at every forward pass in
+    training mode, one draw for the whole batch; in eval mode (evaluation) the layer is its mean, W_mu x + b_mu."""
+
+    def __init__(self, in_features: int, out_features: int, sigma_0: float = 0.5):
+        super().__init__(in_features, out_features)  # weight and bias are the means W_mu, b_mu
+        bound = 1.0 / math.sqrt(in_features)
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+        self.weight_sigma = nn.Parameter(torch.full((out_features, in_features), sigma_0 * bound))
+        self.bias_sigma = nn.Parameter(torch.full((out_features,), sigma_0 * bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return super().forward(x)
+        noise = torch.randn(self.in_features + self.out_features, device=self.weight.device)
+        noise_in, noise_out = (noise.sign() * noise.abs().sqrt()).split((self.in_features, self.out_features))
+        weight = torch.addcmul(self.weight, self.weight_sigma, torch.outer(noise_out, noise_in))  # (out, in)
+        return nn.functional.linear(x, weight, torch.addcmul(self.bias, self.bias_sigma, noise_out))
+
+
+def build_mlp(dims: list[int], output_std: float = 1.0, if_noisy: bool = False) -> nn.Sequential:
+    """Linear-ReLU-...-Linear over dims = [input, hidden, ..., output]; no activation after the last layer.
+    if_noisy: the layers after the first are NoisyLinear (as Rainbow's noisy streams follow a plain feature layer)."""
     layers = []
-    for dim_in, dim_out in zip(dims[:-2], dims[1:-1]):
-        layers += [layer_init_orthogonal(nn.Linear(dim_in, dim_out)), nn.ReLU()]
-    layers.append(layer_init_orthogonal(nn.Linear(dims[-2], dims[-1]), std=output_std))
-    return nn.Sequential(*layers)
+    for i, (dim_in, dim_out) in enumerate(zip(dims[:-1], dims[1:])):
+        std = output_std if i == len(dims) - 2 else math.sqrt(2)
+        layers += [NoisyLinear(dim_in, dim_out) if if_noisy and i > 0 else
+                   layer_init_orthogonal(nn.Linear(dim_in, dim_out), std=std), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
 
 
 # ---- Q-networks (discrete actions) ----
 
 
 class QNet(nn.Module):
-    """Q(s, .) for every discrete action."""
+    """Q(s, .) for every discrete action, (batch, action_dim). if_noisy: noisy layers after the first (NoisyLinear).
+    num_atoms > 1 (QNetDist): that many outputs per action, (batch, action_dim * num_atoms), action by action."""
 
-    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         super().__init__()
-        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.1)
+        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim * num_atoms], output_std=0.1, if_noisy=if_noisy)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        return self.net(state)  # (batch, action_dim)
+        return self.net(state)  # (batch, action_dim * num_atoms)
 
 
 class QNetDuel(QNet):
-    """Dueling heads: Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a') (Wang et al. arXiv:1511.06581, eq. 9)."""
+    """Dueling heads: Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a') (Wang et al. arXiv:1511.06581, eq. 9), for each
+    of the num_atoms outputs of an action."""
 
-    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         nn.Module.__init__(self)
-        self.net = nn.Sequential(build_mlp([state_dim, net_dim, net_dim]), nn.ReLU())
-        self.value = layer_init_orthogonal(nn.Linear(net_dim, 1), std=0.1)
-        self.advantage = layer_init_orthogonal(nn.Linear(net_dim, action_dim), std=0.1)
+        self.net = nn.Sequential(build_mlp([state_dim, net_dim, net_dim], if_noisy=if_noisy), nn.ReLU())
+        self.value, self.advantage = (NoisyLinear(net_dim, dim) if if_noisy else
+                                      layer_init_orthogonal(nn.Linear(net_dim, dim), std=0.1)
+                                      for dim in (num_atoms, action_dim * num_atoms))
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         hidden = self.net(state)  # (batch, net_dim)
-        advantage = self.advantage(hidden)  # (batch, action_dim)
-        return self.value(hidden) + advantage - advantage.mean(dim=-1, keepdim=True)
+        value = self.value(hidden).unsqueeze(-2)  # (batch, 1, num_atoms)
+        advantage = self.advantage(hidden).unflatten(-1, (-1, value.shape[-1]))  # (batch, action_dim, num_atoms)
+        return (value + advantage - advantage.mean(dim=-2, keepdim=True)).flatten(-2)  # (batch, action_dim * num_atoms)
+
+
+class QNetDist(QNet):
+    """Categorical DQN's network (C51, Bellemare et al. arXiv:1707.06887): for each action a distribution over
+    num_atoms returns evenly spaced on [v_min, v_max] (`support`); forward gives each action's mean return, Q(s, .)."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 51,
+                 v_min: float = -10.0, v_max: float = 10.0):
+        if num_atoms < 2 or not v_min < v_max:
+            raise ValueError(f"num_atoms={num_atoms}, v_min={v_min}, v_max={v_max} are not accepted: a categorical "
+                             f"distribution needs num_atoms >= 2 and v_min < v_max")
+        super().__init__(net_dim, state_dim, action_dim, if_noisy, num_atoms)
+        self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms))  # (num_atoms,)
+
+    def get_log_probs(self, state: torch.Tensor) -> torch.Tensor:
+        """log p(z_i | s, a), (batch, action_dim, num_atoms)."""
+        return super().forward(state).unflatten(-1, (-1, self.support.shape[0])).log_softmax(dim=-1)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return (self.get_log_probs(state).exp() * self.support).sum(dim=-1)  # (batch, action_dim)
+
+
+class QNetDistDuel(QNetDist, QNetDuel):
+    """C51's distributions from dueling streams: each atom's logits are V + A - mean_a A (Rainbow, arXiv:1710.02298)."""
+
+
+class QNetTwin(nn.Module):
+    """Two independent Q(s, .) networks for clipped double Q-learning with discrete actions (discrete SAC)."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.q1 = QNet(net_dim, state_dim, action_dim)
+        self.q2 = QNet(net_dim, state_dim, action_dim)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.q1(state)  # (batch, action_dim)
+
+    def get_q_values(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both networks' Q(s, .), (batch, action_dim) each."""
+        return self.q1(state), self.q2(state)
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Both Q estimates of the actions taken (batch, 1), (batch,) each."""
+        return tuple(q.gather(-1, action).squeeze(-1) for q in self.get_q_values(state))
 
 
 # ---- actors (continuous actions) ----
@@ -183,7 +256,7 @@ class ActorPPO(nn.Module):
 
 class ActorDiscretePPO(nn.Module):
     """Categorical policy over action_dim actions; actions are integer indices. Sampling and scoring are written
-    out, as in ActorPPO."""
+    out, as in ActorPPO. Discrete SAC's policy too."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -193,16 +266,20 @@ class ActorDiscretePPO(nn.Module):
         """The most likely action, (batch,)."""
         return self.net(state).argmax(dim=-1)
 
+    def get_log_probs(self, state: torch.Tensor) -> torch.Tensor:
+        """log pi(a|s) of every action, (batch, action_dim)."""
+        return self.net(state).log_softmax(dim=-1)
+
     def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A sampled action (batch,) and its log-prob (batch,)."""
-        log_probs = self.net(state).log_softmax(dim=-1)
+        log_probs = self.get_log_probs(state)
         # Gumbel-max trick: argmax(log pi + G), G = -log(E), E ~ Exp(1), is an exact sample of pi, in any batch shape
         action = (log_probs - torch.empty_like(log_probs).exponential_().log()).argmax(dim=-1)
         return action, log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
 
     def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """log pi(action|state) and the policy's entropy -sum_a pi(a) log pi(a), (batch,) each."""
-        log_probs = self.net(state).log_softmax(dim=-1)
+        log_probs = self.get_log_probs(state)
         return log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1), -(log_probs.exp() * log_probs).sum(dim=-1)
 
     @staticmethod

@@ -29,7 +29,7 @@ import torch
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
-from AgentZoo import AgentBase, ReplayBuffer, RolloutBuffer, load_weights
+from AgentZoo import AgentBase, PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer, load_weights
 
 
 # ---- arguments ----
@@ -57,8 +57,14 @@ class Arguments:
     repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
     num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
     random_steps: int | None = None  # off-policy: steps of uniformly random actions before learning starts, >= 0
+    n_step: int | None = None  # off-policy: rewards summed before the bootstrap (n-step returns), >= 1
+    if_per: bool | None = None  # off-policy: True samples by priority (PrioritizedReplayBuffer), False uniformly
     # the hyperparameters of some agents only; an agent refuses one it does not have (as PPO refuses random_steps)
     explore_rate: float | None = None  # DQN family: epsilon, the chance of a random action while exploring, in [0, 1]
+    if_noisy: bool | None = None  # DQN family: True explores with noisy layers (AgentNet.NoisyLinear)
+    num_atoms: int | None = None  # C51, Rainbow: atoms of each action's return distribution, >= 2
+    v_min: float | None = None  # C51, Rainbow: the smallest atom, < v_max (returns in units of reward_scale)
+    v_max: float | None = None  # C51, Rainbow: the largest atom, > v_min
     explore_noise: float | None = None  # DDPG, TD3: std of the exploration noise on actions in [-1, 1], >= 0
     policy_noise: float | None = None  # TD3: std of the target policy smoothing noise, >= 0
     noise_clip: float | None = None  # TD3: the smoothing noise is clipped to [-noise_clip, noise_clip], >= 0
@@ -161,6 +167,9 @@ class Arguments:
             "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
             "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
+            "n_step": (lambda v: v >= 1, ">= 1"), "num_atoms": (lambda v: v >= 2, ">= 2"),
+            "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
+            "v_min": (lambda v: math.isfinite(v) and v < self.v_max, f"below v_max={self.v_max}"),
         }
         for name, (test, accepted) in rules.items():
             value = getattr(self, name)
@@ -642,7 +651,8 @@ def build_agent(args: Arguments, env_info: EnvInfo, device=None) -> AgentBase:
 
 def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | RolloutBuffer:
     if args.agent.if_off_policy:
-        return ReplayBuffer(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
+        buffer_class = PrioritizedReplayBuffer if args.if_per else ReplayBuffer
+        return buffer_class(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
     return RolloutBuffer(device)
 
 

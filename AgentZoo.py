@@ -3,13 +3,14 @@
 Every agent shares one interface (DESIGN.md):
     agent = AgentSAC(net_dim, state_dim, action_dim, device=None, **hyperparameters)
     action = agent.select_action(state, deterministic=False)  # np.ndarray in, np.ndarray out
-    trajectory = agent.explore_env(env, horizon)               # tensors for ReplayBuffer.extend
+    trajectory = agent.explore_env(env, horizon)               # tensors for buffer.extend
     stats = agent.update_net(buffer, batch_size, repeat_times) # dict of floats
     agent.save_or_load_agent(cwd, if_save)
 
 Continuous actions are in [-1, 1]; the environment rescales them (gymnasium.wrappers.RescaleAction).
 Discrete agents return integer actions.
 """
+import contextlib
 import math
 import os
 import pickle
@@ -19,7 +20,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from AgentNet import Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, QNet, QNetDuel
+from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, QNet, QNetDist,
+                      QNetDistDuel, QNetDuel, QNetTwin)
 
 # ---- helpers ----
 
@@ -62,6 +64,20 @@ def frozen_copy(net: nn.Module) -> nn.Module:
     return target
 
 
+@contextlib.contextmanager
+def eval_mode(net: nn.Module, if_eval: bool = True):
+    """net in eval mode inside the block (NoisyLinear layers at their mean), in training mode after; if_eval=False:
+    left as it is."""
+    if not if_eval:
+        yield
+        return
+    net.eval()
+    try:
+        yield
+    finally:
+        net.train()
+
+
 def check_same_step(agent, env):
     """Vector envs must autoreset in the same step, so that an ended episode's final observation comes back in
     info["final_obs"] (gymnasium's NEXT_STEP default would hand the agent a step across two episodes)."""
@@ -82,15 +98,48 @@ def final_observations(next_state: np.ndarray, info: dict) -> np.ndarray:
     return final_state
 
 
-# ---- replay buffer ----
+def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done: torch.Tensor, gamma: float,
+                   n_step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """n-step returns (Sutton and Barto, section 7.1) of T steps of N envs, (T, N) tensors step by step. For each step
+    t: the return sum_{j<k} gamma^j r_{t+j}, the discount gamma^k * not_terminated_{t+k-1} of the bootstrap value, and
+    t+k-1, the step whose next state gives that value; (T, N) each. k <= n_step ends at the episode's end (terminated:
+    no bootstrap; truncated: bootstrap from its final observation) and at the T-th step, where later steps are not
+    known yet: a shorter return, still exact. Each env's column stands alone, so copies may end at different steps."""
+    horizon = rewards.shape[0]
+    returns = rewards.clone()
+    last = torch.arange(horizon, device=rewards.device).unsqueeze(1).expand(rewards.shape).clone()  # (T, N)
+    going = not_done.bool()  # whether step t's episode goes on after step last[t]
+    for j in range(1, n_step):
+        going[horizon - j:] = False  # no j-th step after these in this trajectory
+        returns[:horizon - j] += gamma ** j * going[:horizon - j] * rewards[j:]
+        last[:horizon - j] += going[:horizon - j]
+        going[:horizon - j] &= not_done[j:].bool()
+    steps = last - torch.arange(horizon, device=rewards.device).unsqueeze(1) + 1  # k, (T, N)
+    return returns, gamma ** steps * not_terminated.gather(0, last), last
+
+
+def project_distribution(probs: torch.Tensor, target_support: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """The distribution with probs (B, num_atoms) on target_support (B, num_atoms) (r + discount * z, which no longer
+    falls on the atoms), projected onto the evenly spaced `support` (num_atoms,): C51's Algorithm 1 (Bellemare et al.
+    arXiv:1707.06887) splits each p_j between the two atoms around clip(Tz_j) in proportion to its nearness to each.
+    Writing the upper one as lower + 1 (not ceil) keeps the whole p_j where Tz_j falls on an atom."""
+    position = (target_support.clamp(support[0], support[-1]) - support[0]) / (support[1] - support[0])  # in atoms
+    lower = position.floor().long()  # (B, num_atoms)
+    upper_share = position - lower  # (B, num_atoms), in [0, 1)
+    projected = torch.zeros_like(probs).scatter_add_(1, lower, probs * (1 - upper_share))
+    return projected.scatter_add_(1, (lower + 1).clamp(max=support.shape[0] - 1), probs * upper_share)  # (B, num_atoms)
+
+
+# ---- replay buffers ----
 
 
 class ReplayBuffer:
-    """Transitions (state, action, reward, not_terminated, next_state) in preallocated tensors on the
-    agent's device, written at a ring pointer and sampled on the device.
+    """Transitions (state, action, reward, discount, next_state) in preallocated tensors on the agent's device,
+    written at a ring pointer and sampled on the device. The target is reward + discount * V(next_state).
 
-    not_terminated is 0 only where the episode truly ended (gymnasium's `terminated`); a time-limit
-    truncation keeps it 1, so that transition still bootstraps from its next state.
+    discount is gamma^k * not_terminated (AgentOffPolicy.as_transitions; k = 1 without n-step returns): 0 only
+    where the episode truly ended (gymnasium's `terminated`); a time-limit truncation keeps gamma^k, so that
+    transition still bootstraps from its next state. Each transition stands alone: nothing spans two of them.
     """
 
     def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None):
@@ -104,12 +153,14 @@ class ReplayBuffer:
         self.states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
         self.actions = torch.empty(action_shape, dtype=action_dtype, device=self.device)  # (N, 1) or (N, action_dim)
         self.rewards = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
-        self.not_terminated = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
+        self.discounts = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
         self.next_states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
-        self.tensors = (self.states, self.actions, self.rewards, self.not_terminated, self.next_states)
+        self.tensors = (self.states, self.actions, self.rewards, self.discounts, self.next_states)
+        self.unit_weight = torch.ones((), device=self.device)
 
-    def extend(self, *trajectory: torch.Tensor):
-        """Append a trajectory (the tuple explore_env returns), overwriting the oldest when full."""
+    def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
+        """Append a trajectory (the tuple explore_env returns), overwriting the oldest when full; returns the
+        indices written, (size,)."""
         size = trajectory[0].shape[0]
         if size > self.max_len:  # only the newest max_len fit
             trajectory = tuple(t[-self.max_len:] for t in trajectory)
@@ -120,11 +171,16 @@ class ReplayBuffer:
         self.pointer = (self.pointer + size) % self.max_len
         self.cur_len = min(self.cur_len + size, self.max_len)
         self.add_size += size
+        return idx
 
-    def sample(self, batch_size: int) -> tuple[torch.Tensor, ...]:
-        """A uniform random batch: states (B, state_dim), actions, rewards (B,), not_terminated (B,), next_states."""
+    def sample(self, batch_size: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
+        """A uniform random batch (states (B, state_dim), actions, rewards (B,), discounts (B,), next_states), the
+        weights of its transitions' losses (1 here) and their indices (B,)."""
         idx = torch.randint(self.cur_len, (batch_size,), device=self.device)
-        return tuple(buf[idx] for buf in self.tensors)
+        return tuple(buf[idx] for buf in self.tensors), self.unit_weight, idx
+
+    def update_priorities(self, idx: torch.Tensor, td_errors: torch.Tensor):
+        """Uniform replay has no priorities (PrioritizedReplayBuffer has)."""
 
     def state_dict(self) -> dict:
         """The filled part only, as CPU copies: a view of the preallocated tensors would save all of their storage."""
@@ -135,6 +191,83 @@ class ReplayBuffer:
         self.pointer, self.cur_len, self.add_size = state["pointer"], state["cur_len"], state["add_size"]
         for buf, saved in zip(self.tensors, state["tensors"], strict=True):
             buf[:self.cur_len] = saved.to(self.device)
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritized replay (Schaul et al. arXiv:1511.05952, section 3.3): transition i is sampled with
+    probability P(i) = p_i / sum_k p_k, p_i = (|TD error_i| + eps)^alpha, new ones at the largest p so far, and its loss
+    is weighted by (N P(i))^-beta / max_k (N P(k))^-beta = (p_i / min_k p_k)^-beta (section 3.4).
+
+    beta stays fixed, not annealed to 1 as in the paper: its full correction matters as learning converges, and our
+    runs stop at the target return; a fixed value is one default for every task (History/UPDATE_LOG.md).
+    The sums and minima are trees of `fanout` children per node, kept on the buffer's device, so that an update of a
+    batch's priorities and the sampling of a batch are a few vectorised operations per tree level (4 levels for 2^20
+    transitions), never a Python loop over the batch."""
+
+    alpha, beta, eps = 0.6, 0.4, 1e-6  # the paper's proportional variant (Table 3); eps keeps every p_i above 0
+    fanout = 32
+
+    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None):
+        super().__init__(max_len, state_dim, action_dim, if_discrete, device)
+        sizes = [math.ceil(max_len / self.fanout) * self.fanout]  # the leaves, then each level up to the root
+        while sizes[-1] > 1:
+            nodes = sizes[-1] // self.fanout
+            sizes.append(nodes if nodes == 1 else math.ceil(nodes / self.fanout) * self.fanout)
+        # float64 sums: sampling descends by subtracting sums of up to 2^20 priorities
+        self.sum_tree = [torch.zeros(size, dtype=torch.float64, device=self.device) for size in sizes]
+        self.min_tree = [torch.full((size,), math.inf, dtype=torch.float64, device=self.device) for size in sizes]
+        self.max_priority = torch.ones((), dtype=torch.float64, device=self.device)
+
+    def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
+        idx = super().extend(*trajectory)
+        self.set_priorities(idx, self.max_priority.expand(idx.shape))  # new transitions are replayed at least once
+        return idx
+
+    def sample(self, batch_size: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
+        """A batch drawn in proportion to the priorities, one draw from each of batch_size equal slices of their sum
+        (the paper's appendix B.2.1), with the importance weights (B,) and indices (B,)."""
+        total = self.sum_tree[-1][0]
+        mass = (torch.arange(batch_size, device=self.device) + torch.rand(batch_size, device=self.device,
+                                                                          dtype=torch.float64)) * (total / batch_size)
+        node = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+        for level in reversed(self.sum_tree[:-1]):  # from the root's children down to the leaves
+            children = level.view(-1, self.fanout)[node]  # (B, fanout)
+            upto = children.cumsum(dim=1)  # (B, fanout)
+            child = (upto <= mass.unsqueeze(1)).sum(dim=1).clamp_(max=self.fanout - 1)  # (B,)
+            mass = mass - (upto - children).gather(1, child.unsqueeze(1)).squeeze(1)  # minus the children before it
+            node = node * self.fanout + child
+        idx = node.clamp_(max=self.cur_len - 1)  # rounding can only overshoot into the empty leaves after cur_len
+        weights = (self.sum_tree[0][idx] / self.min_tree[-1][0]).pow(-self.beta).float()  # (B,), at most 1
+        return tuple(buf[idx] for buf in self.tensors), weights, idx
+
+    def update_priorities(self, idx: torch.Tensor, td_errors: torch.Tensor):
+        """p_i = (|TD error_i| + eps)^alpha for the sampled transitions (td_errors (B,), already absolute)."""
+        priorities = (td_errors.detach().double() + self.eps).pow(self.alpha)
+        self.set_priorities(idx, priorities)
+        self.max_priority = torch.maximum(self.max_priority, priorities.max())
+
+    def set_priorities(self, idx: torch.Tensor, priorities: torch.Tensor):
+        """Write leaves idx, then recompute their ancestors level by level (an index twice in idx writes the same
+        value twice)."""
+        node = idx
+        self.sum_tree[0][node], self.min_tree[0][node] = priorities, priorities
+        for level in range(1, len(self.sum_tree)):
+            node = node // self.fanout
+            self.sum_tree[level][node] = self.sum_tree[level - 1].view(-1, self.fanout)[node].sum(dim=1)
+            self.min_tree[level][node] = self.min_tree[level - 1].view(-1, self.fanout)[node].amin(dim=1)
+
+    def state_dict(self) -> dict:
+        return super().state_dict() | {"priorities": self.sum_tree[0][:self.cur_len].to("cpu", copy=True),
+                                       "max_priority": self.max_priority.cpu()}
+
+    def load_state_dict(self, state: dict):
+        super().load_state_dict(state)
+        self.sum_tree[0][:self.cur_len] = self.min_tree[0][:self.cur_len] = state["priorities"].to(self.device)
+        for level in range(1, len(self.sum_tree)):  # every node, level by level
+            nodes = self.sum_tree[level - 1].shape[0] // self.fanout
+            self.sum_tree[level][:nodes] = self.sum_tree[level - 1].view(-1, self.fanout).sum(dim=1)
+            self.min_tree[level][:nodes] = self.min_tree[level - 1].view(-1, self.fanout).amin(dim=1)
+        self.max_priority = state["max_priority"].to(self.device)
 
 
 class RolloutBuffer:
@@ -251,9 +384,9 @@ class AgentBase:
 
 
 class AgentOffPolicy(AgentBase):
-    """Off-policy agents: explore into a ReplayBuffer and learn with the actor-critic update of DDPG's shape.
-    Subclasses name their network classes and override what differs: explore_action (how to explore), get_next_q
-    (the bootstrap value), get_obj_actor, or extra_update."""
+    """Off-policy agents: explore into a ReplayBuffer (or PrioritizedReplayBuffer) and learn with the actor-critic
+    update of DDPG's shape. Subclasses name their network classes and override what differs: explore_action (how to
+    explore), get_next_q (the bootstrap value), get_obj_critic, get_obj_actor, or extra_update."""
 
     if_off_policy = True
     train_defaults = dict(net_dim=128, batch_size=128, max_memo=2 ** 20, target_step=256, repeat_times=1.0, num_envs=1,
@@ -261,11 +394,13 @@ class AgentOffPolicy(AgentBase):
                           # TD3's policy settled into hovering on LunarLanderContinuous-v3 (History/UPDATE_LOG.md)
                           random_steps=10_000,
                           if_save_buffer=True,  # checkpoints hold the replay buffer's filled part
+                          if_per=False,  # uniform replay; True: PrioritizedReplayBuffer
                           if_multiprocess=False)  # the serial loop: SAC measured no faster in processes (History/)
     # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict. Learning rate 2e-3 and tau
     # 0.02 (with batch 128): DDPG and SAC need a third of the updates the TD3 paper's values take (History/UPDATE_LOG.md).
-    hyper_defaults = dict(learning_rate=2e-3, gamma=0.99, reward_scale=1.0, soft_update_tau=0.02)
-    criterion = nn.MSELoss()  # regression loss of the critic
+    hyper_defaults = dict(learning_rate=2e-3, gamma=0.99, reward_scale=1.0, soft_update_tau=0.02,
+                          n_step=1)  # rewards summed before the bootstrap (n-step returns, n_step_returns)
+    criterion = nn.MSELoss(reduction="none")  # regression loss of the critic, per transition
     policy_delay = 1  # the actor steps once every policy_delay critic steps (TD3 sets 2)
     act_class, cri_class = Actor, Critic
     if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
@@ -279,48 +414,46 @@ class AgentOffPolicy(AgentBase):
 
     def explore_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
         """Step a gymnasium env `horizon` times with the exploring policy (if_random: with uniformly random
-        actions, the warm-up before learning starts), continuing the episode the last call left. Returns (states,
-        actions, rewards, not_terminated, next_states) tensors with rewards already multiplied by reward_scale.
-        A vector env (autoreset SAME_STEP) is stepped by explore_vector_env."""
+        actions, the warm-up before learning starts), continuing the episode the last call left. Returns the
+        transitions as_transitions makes of them. A vector env (autoreset SAME_STEP) is stepped by explore_vector_env."""
         if hasattr(env, "num_envs"):
             return self.explore_vector_env(env, horizon, if_random)
         state = env.reset()[0] if self.last_state is None else self.last_state
-        states, actions, rewards, not_terminated, next_states = [], [], [], [], []
+        steps = []
         for _ in range(horizon):
             action = self.random_action() if if_random else self.select_action(state)
             next_state, reward, terminated, truncated, _ = env.step(action)
-            states.append(state)
-            actions.append(action)
-            rewards.append(reward)
-            not_terminated.append(not terminated)  # a truncated episode still bootstraps
-            next_states.append(next_state)  # on truncation this is the final observation, not the reset one
+            # a truncated episode still bootstraps from next_state, its final observation, not the reset one
+            steps.append((state, action, reward, not terminated, not (terminated or truncated), next_state))
             state = env.reset()[0] if terminated or truncated else next_state
         self.last_state = state
-        return self.as_transitions(*map(np.array, (states, actions, rewards, not_terminated, next_states)))
+        return self.as_transitions(*(np.array(column)[:, None] for column in zip(*steps)))  # (horizon, 1, ...) each
 
     def explore_vector_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
         """explore_env for a vector env of N copies: one policy call acts for all of them, which costs about what
         one env's call does. The horizon * N transitions come back step by step, env by env, as explore_env's."""
         check_same_step(self, env)
         state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
-        transitions = [[] for _ in range(5)]
+        steps = []
         for _ in range(horizon):
             action = self.random_action(env.num_envs) if if_random else self.select_action(state)
             next_state, reward, terminated, truncated, info = env.step(action)
-            for store, value in zip(transitions, (state, action, reward, ~terminated,
-                                                  final_observations(next_state, info)), strict=True):
-                store.append(value)
+            steps.append((state, action, reward, ~terminated, ~(terminated | truncated), final_observations(next_state, info)))
             state = next_state
         self.last_state = state
-        return self.as_transitions(*map(np.concatenate, transitions))  # (horizon * N, ...)
+        return self.as_transitions(*map(np.stack, zip(*steps)))  # (horizon, N, ...) each
 
-    def as_transitions(self, states, actions, rewards, not_terminated, next_states) -> tuple[torch.Tensor, ...]:
-        """Arrays of T transitions -> the tensors ReplayBuffer.extend takes: discrete actions (T, 1) integers,
-        rewards multiplied by reward_scale, not_terminated as 1.0 / 0.0."""
+    def as_transitions(self, states, actions, rewards, not_terminated, not_done, next_states) -> tuple[torch.Tensor, ...]:
+        """Arrays of T steps of N envs, (T, N, ...) -> the T * N transitions (states, actions, rewards, discounts,
+        next_states) that ReplayBuffer.extend takes, step by step, env by env: rewards are the n-step returns of the
+        rewards times reward_scale, discounts gamma^k * not_terminated, next_states the states k steps on
+        (n_step_returns); discrete actions (T * N, 1) integers."""
         as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
-        actions = as_tensor(actions, torch.long).unsqueeze(1) if self.if_discrete else as_tensor(actions)
-        return (as_tensor(states), actions, as_tensor(rewards) * self.reward_scale,
-                as_tensor(not_terminated), as_tensor(next_states))
+        rewards, discounts, last = n_step_returns(as_tensor(rewards) * self.reward_scale, as_tensor(not_terminated),
+                                                  as_tensor(not_done), self.gamma, self.n_step)
+        next_states = as_tensor(next_states)[last, torch.arange(last.shape[1], device=self.device)]  # (T, N, state_dim)
+        actions = as_tensor(actions, torch.long).unsqueeze(-1) if self.if_discrete else as_tensor(actions)
+        return tuple(t.flatten(0, 1) for t in (as_tensor(states), actions, rewards, discounts, next_states))
 
     def random_action(self, num_envs: int | None = None) -> np.ndarray:
         """Uniform over the action space in the agent's units: an integer index, or a vector in [-1, 1];
@@ -342,9 +475,10 @@ class AgentOffPolicy(AgentBase):
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         actor_steps = 0
         for _ in range(update_times):
-            batch = buffer.sample(batch_size)
-            obj_critic = self.get_obj_critic(batch)
+            batch, weights, idx = buffer.sample(batch_size)
+            obj_critic, td_errors = self.get_obj_critic(batch, weights)
             optimizer_step(self.cri_optimizer, obj_critic)
+            buffer.update_priorities(idx, td_errors)
             sum_obj_critic = sum_obj_critic + obj_critic.detach()  # summed on the device: no sync per step
             self.critic_steps += 1
             if self.critic_steps % self.policy_delay != 0:
@@ -366,12 +500,16 @@ class AgentOffPolicy(AgentBase):
             stats["obj_actor"] = sum_obj_actor.item() / actor_steps if actor_steps else math.nan
         return stats | self.extra_stats()
 
-    def get_obj_critic(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Regress every Q head onto reward + gamma * not_terminated * next_q."""
-        state, action, reward, not_terminated, next_state = batch
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Regress every Q head onto reward + discount * next_q (discount = gamma^k * not_terminated), each
+        transition's loss times its weight (B,) or scalar; also returns each transition's absolute TD error (B,),
+        averaged over the heads, from which a PrioritizedReplayBuffer sets its priority."""
+        state, action, reward, discount, next_state = batch
         with torch.no_grad():
-            q_target = reward + self.gamma * not_terminated * self.get_next_q(next_state)  # (B,)
-        return sum(self.criterion(q, q_target) for q in self.get_q_heads(state, action))
+            q_target = reward + discount * self.get_next_q(next_state)  # (B,)
+        q_heads = self.get_q_heads(state, action)
+        obj_critic = sum((self.criterion(q, q_target) * weights).mean() for q in q_heads)
+        return obj_critic, torch.stack([(q.detach() - q_target).abs() for q in q_heads]).mean(dim=0)
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Every Q estimate of the critic for the actions taken, each (B,)."""
@@ -402,27 +540,32 @@ class AgentDQN(AgentOffPolicy):
     # reward_scale 0.1 keeps CartPole's Q-values (up to 100 unscaled) where the Huber loss is quadratic; half an update
     # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
-                                                     learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1)
+                                                     learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1,
+                                                     if_noisy=False)  # noisy layers (NoisyLinear) explore instead
+    net_keywords = ("if_noisy",)  # the hyperparameters that cri_class takes
     train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, repeat_times=0.5,
                                                      # one policy call acts for 8 envs: an exploration step cost
                                                      # 0.16 ms with one env and 0.05 ms with 8 (History/UPDATE_LOG.md)
                                                      num_envs=8,
                                                      random_steps=0)  # epsilon-greedy explores from the first step
-    criterion = nn.SmoothL1Loss()
+    criterion = nn.SmoothL1Loss(reduction="none")
     cri_class = QNet
 
     def init_networks(self):
         """One Q-network (it is also the actor: argmax Q), its target and one optimizer."""
-        self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
+        keywords = {name: getattr(self, name) for name in self.net_keywords}
+        self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim, **keywords).to(self.device)
         self.act = self.cri
         self.cri_target = frozen_copy(self.cri)
         self.cri_optimizer = new_adam(self.cri.parameters(), self.learning_rate, self.device)
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """state (state_dim,) or (batch, state_dim) -> integer action () or (batch,)."""
+        """state (state_dim,) or (batch, state_dim) -> integer action () or (batch,). Deterministic: greedy, with
+        noisy layers at their mean (eval mode); exploring: epsilon-greedy, noisy layers with fresh noise."""
         state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
-        action = self.cri(state).argmax(dim=-1)
+        with eval_mode(self.cri, deterministic and self.if_noisy):  # a switch costs a fifth of a forward: only if noisy
+            action = self.cri(state).argmax(dim=-1)
         if not deterministic:
             if_random = torch.rand(action.shape, device=self.device) < self.explore_rate
             action = torch.where(if_random, torch.randint_like(action, self.action_dim), action)
@@ -450,6 +593,49 @@ class AgentD3QN(AgentDoubleDQN):
     """Dueling double DQN: Double DQN's target with a dueling Q-network (arXiv:1511.06581)."""
 
     cri_class = QNetDuel
+
+
+class AgentC51(AgentDQN):
+    """Categorical DQN (Bellemare et al. arXiv:1707.06887): the network predicts each action's distribution of
+    returns on num_atoms fixed values in [v_min, v_max] (QNetDist) and learns by the cross-entropy to the
+    distributional Bellman target, projected back onto those values."""
+
+    # [-10, 10] holds the discounted returns of the benchmark tasks at DQN's reward_scale 0.1 (CartPole: 10 at most)
+    hyper_defaults = AgentDQN.hyper_defaults | dict(num_atoms=51, v_min=-10.0, v_max=10.0)
+    net_keywords = AgentDQN.net_keywords + ("num_atoms", "v_min", "v_max")
+    cri_class = QNetDist
+
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-entropy between the projected target distribution of r + discount * z at the next action and the
+        predicted one at the action taken (C51 paper, Algorithm 1), per transition times its weight; the
+        cross-entropy (B,) is also the priority's TD error, as Rainbow prioritises by this loss."""
+        state, action, reward, discount, next_state = batch
+        rows = torch.arange(reward.shape[0], device=self.device)
+        support = self.cri.support  # (num_atoms,)
+        with torch.no_grad():
+            next_probs = self.cri_target.get_log_probs(next_state).exp()  # (B, action_dim, num_atoms)
+            next_dist = next_probs[rows, self.get_next_action(next_state, next_probs)]  # (B, num_atoms)
+            target = project_distribution(next_dist, reward.unsqueeze(1) + discount.unsqueeze(1) * support, support)
+        log_probs = self.cri.get_log_probs(state)[rows, action.squeeze(1)]  # (B, num_atoms)
+        cross_entropy = -(target * log_probs).sum(dim=1)  # (B,)
+        return (cross_entropy * weights).mean(), cross_entropy.detach()
+
+    def get_next_action(self, next_state: torch.Tensor, next_probs: torch.Tensor) -> torch.Tensor:
+        """argmax_a of the target network's mean return at next_state, (B,)."""
+        return (next_probs * self.cri.support).sum(dim=-1).argmax(dim=-1)
+
+
+class AgentRainbow(AgentC51):
+    """Rainbow (Hessel et al. arXiv:1710.02298): C51 with Double DQN's choice of the next action, a dueling
+    distributional network with noisy layers (exploring instead of epsilon), prioritized replay and 3-step returns."""
+
+    hyper_defaults = AgentC51.hyper_defaults | dict(if_noisy=True, explore_rate=0.0, n_step=3)
+    train_defaults = AgentC51.train_defaults | dict(if_per=True)
+    cri_class = QNetDistDuel
+
+    def get_next_action(self, next_state: torch.Tensor, next_probs: torch.Tensor) -> torch.Tensor:
+        """Double DQN (arXiv:1509.06461): the online network picks the action whose target distribution is used."""
+        return self.cri(next_state).argmax(dim=-1)
 
 
 # ---- deterministic and stochastic actor-critics (continuous actions) ----
@@ -528,6 +714,42 @@ class AgentSAC(AgentOffPolicy):
 
     def extra_save_names(self) -> tuple[str, ...]:
         return ("log_alpha", "alpha_optimizer")
+
+
+class AgentDiscreteSAC(AgentSAC):
+    """SAC for discrete actions (Christodoulou arXiv:1910.07207): a categorical policy, twin Q-networks that value
+    every action at once, and expectations over the policy's probabilities where continuous SAC samples an action."""
+
+    if_discrete = True
+    act_class, cri_class = ActorDiscretePPO, QNetTwin
+    train_defaults = AgentSAC.train_defaults | dict(random_steps=0)  # the initial policy is uniform: it explores
+    target_entropy_share = 0.98  # of the uniform policy's entropy log(action_dim) (the paper's section 4)
+
+    def init_networks(self):
+        super().init_networks()
+        self.target_entropy = self.target_entropy_share * math.log(self.action_dim)
+
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        return self.act.get_action_log_prob(state)[0]
+
+    def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
+        """Soft value of next_state, sum_a pi(a|s') (min Q_target(s', a) - alpha log pi(a|s')) (the paper's eq. 10)."""
+        log_probs = self.act.get_log_probs(next_state)  # (B, action_dim)
+        next_q = torch.minimum(*self.cri_target.get_q_values(next_state))  # (B, action_dim)
+        return (log_probs.exp() * (next_q - self.log_alpha.exp() * log_probs)).sum(dim=-1)
+
+    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """sum_a pi(a|s) (alpha log pi(a|s) - min Q(s, a)), averaged over the batch (the paper's eq. 12)."""
+        log_probs = self.act.get_log_probs(batch[0])  # (B, action_dim)
+        q = torch.minimum(*self.cri.get_q_values(batch[0]))  # (B, action_dim)
+        return (log_probs.exp() * (self.log_alpha.exp().detach() * log_probs - q)).sum(dim=-1).mean()
+
+    def extra_update(self, batch: tuple[torch.Tensor, ...]):
+        """The temperature's step on the exact entropy of the stepped policy (the paper's eq. 11)."""
+        with torch.no_grad():
+            log_probs = self.act.get_log_probs(batch[0])
+            entropy = -(log_probs.exp() * log_probs).sum(dim=-1)  # (B,)
+        optimizer_step(self.alpha_optimizer, (self.log_alpha * (entropy - self.target_entropy)).mean())
 
 
 # ---- on-policy agents: PPO and A2C (continuous and discrete) ----

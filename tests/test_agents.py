@@ -15,12 +15,20 @@ GAMMA = 0.9
 
 
 def hand_batch():
-    """Three transitions: ordinary, terminated (no bootstrap), truncated by a time limit (bootstraps)."""
+    """Three transitions: ordinary, terminated (no bootstrap), truncated by a time limit (bootstraps), and the
+    discounts gamma * not_terminated that the replay buffer holds for them."""
     state = torch.randn(3, STATE_DIM)
     reward = torch.tensor([1.0, 2.0, 3.0])
     not_terminated = torch.tensor([1.0, 0.0, 1.0])
     next_state = torch.randn(3, STATE_DIM)
-    return state, reward, not_terminated, next_state
+    return state, reward, GAMMA * not_terminated, next_state
+
+
+def critic_objective(agent, batch, weights=torch.ones(())):
+    """get_obj_critic's objective, checked to come with the absolute TD errors (B,) a prioritized buffer uses."""
+    obj, td_errors = agent.get_obj_critic(batch, weights)
+    assert td_errors.shape == (batch[2].shape[0],) and not td_errors.requires_grad and (td_errors >= 0).all()
+    return obj
 
 
 def set_constant_output(linear: torch.nn.Linear, bias: list[float]):
@@ -51,7 +59,7 @@ def test_optimizer_step_changes_only_its_network():
 @pytest.mark.parametrize("agent_class", [AgentDQN, AgentDoubleDQN, AgentD3QN])
 def test_dqn_family_td_target_by_hand(agent_class):
     agent = agent_class(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", gamma=GAMMA)
-    state, reward, not_terminated, next_state = hand_batch()
+    state, reward, discount, next_state = hand_batch()
     action = torch.tensor([[0], [1], [1]])
     # target Q(s', .) = [2, 5], online Q(., .) = [1.5, 0.5] for every state. DQN bootstraps from the target's max, 5;
     # Double DQN from the target's value of the online network's argmax (action 0), 2.
@@ -67,15 +75,19 @@ def test_dqn_family_td_target_by_hand(agent_class):
     q_taken = torch.tensor([1.5, 0.5, 0.5]) - (1.0 if agent_class is AgentD3QN else 0.0)  # dueling: centred, [0.5, -0.5]
     expected = torch.nn.functional.smooth_l1_loss(q_taken, q_target)
 
-    batch = (state, action, reward, not_terminated, next_state)
+    batch = (state, action, reward, discount, next_state)
     assert torch.allclose(agent.get_next_q(next_state), torch.full((3,), next_q))
-    assert torch.allclose(agent.get_obj_critic(batch), expected)
+    assert torch.allclose(critic_objective(agent, batch), expected)
+    assert torch.allclose(agent.get_obj_critic(batch, torch.ones(()))[1], (q_taken - q_target).abs())
+    weights = torch.tensor([1.0, 0.0, 0.5])  # a prioritized buffer's importance weights scale each transition's loss
+    weighted = (torch.nn.functional.smooth_l1_loss(q_taken, q_target, reduction="none") * weights).mean()
+    assert torch.allclose(critic_objective(agent, batch, weights), weighted)
 
 
 @pytest.mark.parametrize("agent_class", [AgentDDPG, AgentTD3])
 def test_deterministic_actor_critic_td_target_by_hand(agent_class):
     agent = agent_class(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", gamma=GAMMA)
-    state, reward, not_terminated, next_state = hand_batch()
+    state, reward, discount, next_state = hand_batch()
     action = torch.rand(3, ACTION_DIM) * 2 - 1
     if agent_class is AgentDDPG:
         set_constant_output(agent.cri_target.net[-1], [-4.0])
@@ -89,12 +101,12 @@ def test_deterministic_actor_critic_td_target_by_hand(agent_class):
         next_q, heads = -6.0, 2
     q_target = torch.tensor([1 + GAMMA * next_q, 2.0, 3 + GAMMA * next_q])
     expected = heads * torch.nn.functional.mse_loss(torch.ones(3), q_target)
-    assert torch.allclose(agent.get_obj_critic((state, action, reward, not_terminated, next_state)), expected)
+    assert torch.allclose(critic_objective(agent, (state, action, reward, discount, next_state)), expected)
 
 
 def test_sac_td_target_subtracts_entropy_term():
     agent = AgentSAC(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", gamma=GAMMA, alpha_init=0.5)
-    state, reward, not_terminated, next_state = hand_batch()
+    state, reward, discount, next_state = hand_batch()
     set_constant_output(agent.cri_target.q1.net[-1], [-4.0])
     set_constant_output(agent.cri_target.q2.net[-1], [-6.0])
     set_constant_output(agent.cri.q1.net[-1], [1.0])
@@ -102,11 +114,11 @@ def test_sac_td_target_subtracts_entropy_term():
     torch.manual_seed(3)
     _, next_log_prob = agent.act.get_action_log_prob(next_state)
     next_value = -6.0 - 0.5 * next_log_prob.detach()  # soft value: min target Q - alpha * log pi
-    q_target = reward + GAMMA * not_terminated * next_value
+    q_target = reward + discount * next_value
     assert q_target[1] == 2.0
     expected = 2 * torch.nn.functional.mse_loss(torch.ones(3), q_target)
     torch.manual_seed(3)
-    obj = agent.get_obj_critic((state, torch.zeros(3, ACTION_DIM), reward, not_terminated, next_state))
+    obj = critic_objective(agent, (state, torch.zeros(3, ACTION_DIM), reward, discount, next_state))
     assert torch.allclose(obj, expected)
 
 
@@ -116,9 +128,9 @@ def test_sac_td_target_subtracts_entropy_term():
 ])
 def test_explore_env_keeps_truncation_apart_from_termination(terminate_at, time_limit, not_terminated):
     env = gym.wrappers.TimeLimit(CounterEnv(terminate_at), max_episode_steps=time_limit)
-    agent = AgentDQN(NET_DIM, 1, 2, device="cpu", reward_scale=0.5)
-    states, actions, rewards, not_term, next_states = agent.explore_env(env, 7)
-    assert not_term.tolist() == not_terminated
+    agent = AgentDQN(NET_DIM, 1, 2, device="cpu", reward_scale=0.5, gamma=GAMMA)
+    states, actions, rewards, discounts, next_states = agent.explore_env(env, 7)
+    assert discounts.tolist() == pytest.approx([GAMMA * x for x in not_terminated])
     assert states[:, 0].tolist() == [0, 1, 2, 0, 1, 2, 0]  # a new episode starts after each end
     assert next_states[:, 0].tolist() == [1, 2, 3, 1, 2, 3, 1]  # the final observation, not the reset one
     assert rewards.tolist() == [0.5] * 7  # reward_scale applied
@@ -131,14 +143,14 @@ def test_off_policy_vector_explore_returns_transitions_step_by_step():
     """A vector env (num_envs > 1) gives an off-policy agent the transitions one env would, flattened step then env:
     the final observation on an episode's end, and bootstrapping through truncation but not termination."""
     torch.manual_seed(0)
-    agent = AgentDQN(NET_DIM, 1, 2, device="cpu", reward_scale=0.5)
-    states, actions, rewards, not_term, next_states = agent.explore_env(make_counter_vector_env(), 5)
+    agent = AgentDQN(NET_DIM, 1, 2, device="cpu", reward_scale=0.5, gamma=0.5)
+    states, actions, rewards, discounts, next_states = agent.explore_env(make_counter_vector_env(), 5)
     assert states.shape == next_states.shape == actions.shape == (10, 1) and actions.dtype == torch.long
-    assert rewards.shape == not_term.shape == (10,) and rewards.unique().tolist() == [0.5]
+    assert rewards.shape == discounts.shape == (10,) and rewards.unique().tolist() == [0.5]
     by_env = lambda tensor: tensor.reshape(5, 2).T.tolist()  # row i: env i's five steps
     assert by_env(states) == [[0, 1, 2, 0, 1], [0, 1, 0, 1, 0]]
     assert by_env(next_states) == [[1, 2, 3, 1, 2], [1, 2, 1, 2, 1]]  # 3 and 2: final observations, not reset ones
-    assert by_env(not_term) == [[1, 1, 0, 1, 1], [1, 1, 1, 1, 1]]  # env 1's truncations still bootstrap
+    assert by_env(discounts * 2) == [[1, 1, 0, 1, 1], [1, 1, 1, 1, 1]]  # env 1's truncations still bootstrap
     assert agent.last_state[:, 0].tolist() == [2, 1]  # the next call continues these episodes
 
     agent.last_state = None  # another env: start its episodes

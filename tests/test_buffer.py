@@ -29,10 +29,11 @@ def test_extend_longer_than_capacity_keeps_newest():
 def test_sample_shapes_device_and_only_stored_rows():
     buffer = ReplayBuffer(max_len=100, state_dim=2, action_dim=1, if_discrete=False, device="cpu")
     buffer.extend(*make_trajectory(0, 10))
-    state, action, reward, not_terminated, next_state = buffer.sample(64)
+    (state, action, reward, discount, next_state), weights, idx = buffer.sample(64)
     assert state.shape == (64, 2) and action.shape == (64, 1) and reward.shape == (64,)
-    assert not_terminated.shape == (64,) and next_state.shape == (64, 2)
-    assert all(t.device == buffer.device for t in (state, action, reward, not_terminated, next_state))
+    assert discount.shape == (64,) and next_state.shape == (64, 2)
+    assert all(t.device == buffer.device for t in (state, action, reward, discount, next_state, weights, idx))
+    assert torch.equal(reward, idx.float()) and weights.item() == 1  # uniform: every loss weighs alike
     assert reward.max() < 10  # never a row beyond cur_len (the preallocated rest is garbage)
     assert torch.equal(state[:, 0], reward) and torch.equal(next_state[:, 0], reward + 0.5)
 

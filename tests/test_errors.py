@@ -109,6 +109,9 @@ def test_bad_values_are_refused(field, value, accepted, tmp_path):
     ("AgentPPO", "Pendulum-v1", "ratio_clip", 1.0, r"in \(0, 1\)"), ("AgentDiscretePPO", "CartPole-v1", "lambda_gae", 1.5,
                                                                      r"in \[0, 1\]"),
     ("AgentDiscreteA2C", "CartPole-v1", "entropy_coef", -0.01, ">= 0"),
+    ("AgentDQN", "CartPole-v1", "n_step", 0, ">= 1"), ("AgentSAC", "Pendulum-v1", "n_step", 2.5, "integer"),
+    ("AgentC51", "CartPole-v1", "num_atoms", 1, ">= 2"), ("AgentRainbow", "CartPole-v1", "v_min", 10.0, "below v_max=10.0"),
+    ("AgentRainbow", "CartPole-v1", "v_max", float("inf"), "finite"),
 ])
 def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, value, accepted, tmp_path):
     args = Arguments(agent=agent, env=env, cwd=str(tmp_path / "run"), **{field: value})
@@ -118,13 +121,16 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
 
 @pytest.mark.parametrize("agent, field, users", [
     ("AgentSAC", "explore_noise", "AgentDDPG, AgentTD3"),  # SAC explores with its own stochastic policy
-    ("AgentPPO", "soft_update_tau", "AgentD3QN, AgentDDPG"),  # PPO has no target network
+    ("AgentPPO", "soft_update_tau", "AgentC51, AgentD3QN, AgentDDPG"),  # PPO has no target network
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
     ("AgentA2C", "ratio_clip", "AgentDiscretePPO, AgentPPO"),  # A2C's objective has no ratio to clip
-    ("AgentPPO", "max_memo", "AgentD3QN, AgentDDPG"),  # no replay buffer
-    ("AgentA2C", "batch_size", "AgentD3QN, AgentDDPG"),  # one step on the whole rollout
-    ("AgentA2C", "repeat_times", "AgentD3QN, AgentDDPG"),
-    ("AgentPPO", "if_save_buffer", "AgentD3QN, AgentDDPG"),  # no replay buffer to leave out
+    ("AgentPPO", "max_memo", "AgentC51, AgentD3QN, AgentDDPG"),  # no replay buffer
+    ("AgentA2C", "batch_size", "AgentC51, AgentD3QN, AgentDDPG"),  # one step on the whole rollout
+    ("AgentA2C", "repeat_times", "AgentC51, AgentD3QN, AgentDDPG"),
+    ("AgentPPO", "if_save_buffer", "AgentC51, AgentD3QN, AgentDDPG"),  # no replay buffer to leave out
+    ("AgentPPO", "if_per", "AgentC51, AgentD3QN, AgentDDPG"),  # prioritized replay is for off-policy agents
+    ("AgentPPO", "n_step", "AgentC51, AgentD3QN, AgentDDPG"),  # PPO's GAE already mixes n-step returns
+    ("AgentSAC", "if_noisy", "AgentC51, AgentD3QN, AgentDQN"),  # noisy layers are for agents with a Q-network
 ])
 def test_hyperparameter_of_another_agent_is_refused(agent, field, users, tmp_path):
     """Rather than quietly ignored: a typo of agent, or a knob that does nothing for this one."""
@@ -154,7 +160,7 @@ def test_command_line_refuses_unknown_key():
 def test_random_steps_of_an_on_policy_agent_is_refused(tmp_path):
     args = Arguments(agent="AgentPPO", env="Pendulum-v1", cwd=str(tmp_path / "run"), random_steps=1000)
     with pytest.raises(ValueError, match=r"random_steps=1000 is not accepted: AgentPPO has no random_steps \(only "
-                                         r"AgentD3QN, AgentDDPG, .*AgentTD3 have it\)"):
+                                         r"AgentC51, AgentD3QN, AgentDDPG, .*AgentTD3 have it\)"):
         train_and_evaluate(args)
 
 

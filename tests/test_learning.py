@@ -35,6 +35,18 @@ def test_agent_reaches_target(agent, env, target_return, break_step, tmp_path):
     assert result["stop_reason"].startswith("reached target_return")
 
 
+@pytest.mark.parametrize("agent, overrides, break_step", [
+    ("AgentDQN", {"if_per": True}, 40_000), ("AgentDQN", {"n_step": 3}, 40_000),
+    ("AgentRainbow", {}, 40_000), ("AgentDiscreteSAC", {}, 10_000),
+])
+def test_rainbow_parts_and_discrete_sac_solve_cartpole(agent, overrides, break_step, tmp_path):
+    """Prioritized replay and n-step returns each with DQN's other defaults, all of Rainbow, and discrete SAC."""
+    args = Arguments(agent=agent, env="CartPole-v1", seed=0, cwd=str(tmp_path / "run"), break_step=break_step,
+                     target_return=475, eval_gap=0, **overrides)
+    result = train_and_evaluate(args)
+    assert result["if_solved"], result
+
+
 @pytest.mark.parametrize("agent, break_step", [("AgentDDPG", 768), ("AgentTD3", 768), ("AgentSAC", 768),
                                                ("AgentPPO", 4096), ("AgentA2C", 512)])
 def test_continuous_agents_run_on_a_two_dimensional_action_space(agent, break_step, tmp_path):

@@ -1,4 +1,4 @@
-"""Reuse by copying: AgentSAC and only what it names, pasted into a fresh module, trains from a plain loop."""
+"""Reuse by copying: an agent class and only what it names, pasted into a fresh module, trains from a plain loop."""
 import importlib.util
 import inspect
 
@@ -9,7 +9,8 @@ import torch
 import AgentNet
 import AgentZoo
 
-HEADER = """import math
+HEADER = """import contextlib
+import math
 import os
 from copy import deepcopy
 
@@ -17,44 +18,67 @@ import numpy as np
 import torch
 import torch.nn as nn
 """
-FROM_NET = ["layer_init_orthogonal", "build_mlp", "Actor", "ActorSAC", "Critic", "CriticTwin"]
-FROM_ZOO = ["soft_update", "optimizer_step", "new_adam", "frozen_copy", "ReplayBuffer", "AgentBase", "AgentOffPolicy",
-            "AgentSAC"]
+HELPERS = ["soft_update", "optimizer_step", "new_adam", "frozen_copy", "n_step_returns", "ReplayBuffer"]
+
+
+def copy_into_module(tmp_path, from_net: list[str], from_zoo: list[str]):
+    pieces = [inspect.getsource(getattr(AgentNet, name)) for name in from_net]
+    pieces += [inspect.getsource(getattr(AgentZoo, name)) for name in from_zoo]
+    path = tmp_path / "my_agent.py"
+    path.write_text(HEADER + "\n\n".join(pieces))
+    assert "import Agent" not in path.read_text() and "from Agent" not in path.read_text()
+    spec = importlib.util.spec_from_file_location("my_agent", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def evaluate(env, agent, episodes=3) -> float:
+    returns = []
+    for _ in range(episodes):
+        state, _ = env.reset()
+        episode_return, done = 0.0, False
+        while not done:
+            state, reward, terminated, truncated, _ = env.step(agent.select_action(state, deterministic=True))
+            episode_return += reward
+            done = terminated or truncated
+        returns.append(episode_return)
+    return float(np.mean(returns))
 
 
 def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
-    pieces = [inspect.getsource(getattr(AgentNet, name)) for name in FROM_NET]
-    pieces += [inspect.getsource(getattr(AgentZoo, name)) for name in FROM_ZOO]
-    path = tmp_path / "my_sac.py"
-    path.write_text(HEADER + "\n\n".join(pieces))
-    spec = importlib.util.spec_from_file_location("my_sac", path)
-    my_sac = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(my_sac)
-    assert "import Agent" not in path.read_text() and "from Agent" not in path.read_text()
-
+    my_sac = copy_into_module(tmp_path, ["layer_init_orthogonal", "build_mlp", "Actor", "ActorSAC", "Critic", "CriticTwin"],
+                              HELPERS + ["AgentBase", "AgentOffPolicy", "AgentSAC"])
     torch.manual_seed(0)
     env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1), np.float32(1))
     env.reset(seed=0)
     agent = my_sac.AgentSAC(128, 3, 1, device="cpu")
     buffer = my_sac.ReplayBuffer(2 ** 14, 3, 1, if_discrete=False, device=agent.device)
-
-    def evaluate(episodes=3):
-        returns = []
-        for _ in range(episodes):
-            state, _ = env.reset()
-            episode_return, done = 0.0, False
-            while not done:
-                state, reward, terminated, truncated, _ = env.step(agent.select_action(state, deterministic=True))
-                episode_return += reward
-                done = terminated or truncated
-            returns.append(episode_return)
-        return float(np.mean(returns))
-
-    before = evaluate()
+    before = evaluate(env, agent)
     for _ in range(15):  # 3000 steps, one gradient step per step
         buffer.extend(*agent.explore_env(env, 200))
         stats = agent.update_net(buffer, batch_size=128, repeat_times=1.0)
-    after = evaluate()
+    after = evaluate(env, agent)
     assert set(stats) == {"obj_critic", "obj_actor", "alpha"}
     print(f'deterministic return before {before:.0f}, after {after:.0f}')
     assert after > -600 and after > before + 300, (before, after)
+
+
+def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
+    my_rainbow = copy_into_module(
+        tmp_path, ["layer_init_orthogonal", "NoisyLinear", "build_mlp", "QNet", "QNetDuel", "QNetDist", "QNetDistDuel",
+                   "Actor", "Critic"],  # AgentOffPolicy names DDPG's networks as its defaults
+        HELPERS + ["eval_mode", "project_distribution", "PrioritizedReplayBuffer", "AgentBase", "AgentOffPolicy",
+                   "AgentDQN", "AgentC51", "AgentRainbow"])
+    torch.manual_seed(0)
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    agent = my_rainbow.AgentRainbow(128, 4, 2, device="cpu")
+    buffer = my_rainbow.PrioritizedReplayBuffer(2 ** 14, 4, 2, if_discrete=True, device=agent.device)
+    before = evaluate(env, agent)
+    for _ in range(24):  # 6144 steps, half a gradient step per step
+        buffer.extend(*agent.explore_env(env, 256))
+        agent.update_net(buffer, batch_size=64, repeat_times=0.5)
+    after = evaluate(env, agent)
+    print(f'deterministic return before {before:.0f}, after {after:.0f}')
+    assert after > before + 100, (before, after)
