@@ -109,7 +109,7 @@ def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done
     returns = rewards.clone()
     last = torch.arange(horizon, device=rewards.device).unsqueeze(1).expand(rewards.shape).clone()  # (T, N)
     going = not_done.bool()  # whether step t's episode goes on after step last[t]
-    for j in range(1, n_step):
+    for j in range(1, min(n_step, horizon)):
         going[horizon - j:] = False  # no j-th step after these in this trajectory
         returns[:horizon - j] += gamma ** j * going[:horizon - j] * rewards[j:]
         last[:horizon - j] += going[:horizon - j]
@@ -233,10 +233,12 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         for level in reversed(self.sum_tree[:-1]):  # from the root's children down to the leaves
             children = level.view(-1, self.fanout)[node]  # (B, fanout)
             upto = children.cumsum(dim=1)  # (B, fanout)
-            child = (upto <= mass.unsqueeze(1)).sum(dim=1).clamp_(max=self.fanout - 1)  # (B,)
+            child = (upto <= mass.unsqueeze(1)).sum(dim=1)  # (B,)
+            # where rounding puts the mass at or past the sum, the last child that holds any (empty ones come last)
+            child = torch.minimum(child, (children > 0).sum(dim=1) - 1)
             mass = mass - (upto - children).gather(1, child.unsqueeze(1)).squeeze(1)  # minus the children before it
             node = node * self.fanout + child
-        idx = node.clamp_(max=self.cur_len - 1)  # rounding can only overshoot into the empty leaves after cur_len
+        idx = node  # (B,)
         weights = (self.sum_tree[0][idx] / self.min_tree[-1][0]).pow(-self.beta).float()  # (B,), at most 1
         return tuple(buf[idx] for buf in self.tensors), weights, idx
 
@@ -607,8 +609,9 @@ class AgentC51(AgentDQN):
 
     def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-entropy between the projected target distribution of r + discount * z at the next action and the
-        predicted one at the action taken (C51 paper, Algorithm 1), per transition times its weight; the
-        cross-entropy (B,) is also the priority's TD error, as Rainbow prioritises by this loss."""
+        predicted one at the action taken (C51 paper, Algorithm 1), per transition times its weight; and, for the
+        priorities, the KL divergence between the two (B,), as Rainbow prioritises (its section 3): the same gradient,
+        without the target's own entropy, which would rank learned transitions by how spread their targets are."""
         state, action, reward, discount, next_state = batch
         rows = torch.arange(reward.shape[0], device=self.device)
         support = self.cri.support  # (num_atoms,)
@@ -618,7 +621,8 @@ class AgentC51(AgentDQN):
             target = project_distribution(next_dist, reward.unsqueeze(1) + discount.unsqueeze(1) * support, support)
         log_probs = self.cri.get_log_probs(state)[rows, action.squeeze(1)]  # (B, num_atoms)
         cross_entropy = -(target * log_probs).sum(dim=1)  # (B,)
-        return (cross_entropy * weights).mean(), cross_entropy.detach()
+        target_entropy = -(target * target.clamp(min=1e-12).log()).sum(dim=1)  # (B,); 0 log 0 = 0
+        return (cross_entropy * weights).mean(), cross_entropy.detach() - target_entropy
 
     def get_next_action(self, next_state: torch.Tensor, next_probs: torch.Tensor) -> torch.Tensor:
         """argmax_a of the target network's mean return at next_state, (B,)."""

@@ -5,7 +5,7 @@ deterministic episodes on separate envs, at least eval_gap seconds apart; the ru
     python benchmarks/peer_sb3.py algo=SAC env=Pendulum-v1 seed=0 max_time=600
 
 It prints the same `Stop: <reason> at step N after S s` line as AgentRun.py. Benchmark-only: it needs
-stable-baselines3 (pip install -r benchmarks/requirements.txt); the library never imports it.
+stable-baselines3 and sb3-contrib (QR-DQN) (pip install -r benchmarks/requirements.txt); the library never imports them.
 """
 import math
 import os
@@ -19,12 +19,14 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.noise import NormalActionNoise
+from sb3_contrib import QRDQN
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from AgentRun import Arguments, Evaluator  # noqa: E402  (the evaluation protocol's numbers, shared with ours)
 
-ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "SAC": SAC, "TD3": TD3}
-TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0}
+ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3}
+TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0,
+           "Acrobot-v1": -100.0}
 
 
 def linear(start: float):
@@ -32,7 +34,8 @@ def linear(start: float):
     return lambda progress_remaining: progress_remaining * start
 
 
-# hyperparams/<algo>.yml of rl-baselines3-zoo; its LunarLander entries name v2, whose dynamics v3 keeps.
+# hyperparams/<algo>.yml of rl-baselines3-zoo (qrdqn.yml for QRDQN); its LunarLander entries name v2, whose dynamics
+# v3 keeps.
 # Each entry: (n_timesteps, n_envs, keyword arguments); "noise_std" becomes a NormalActionNoise.
 DDPG_TD3_ZOO = (None, 1, dict(gamma=0.98, buffer_size=200_000, learning_starts=10_000, noise_std=0.1, gradient_steps=-1,
                               train_freq=(1, "episode"), learning_rate=1e-3, policy_kwargs=dict(net_arch=[400, 300])))
@@ -45,6 +48,22 @@ ZOO = {
                                                  gamma=0.99, target_update_interval=10_000, train_freq=16, gradient_steps=-1,
                                                  exploration_fraction=0.2, exploration_final_eps=0.1,
                                                  policy_kwargs=dict(net_arch=[256, 256]))),
+    ("DQN", "Acrobot-v1"): (150_000, 1, dict(learning_rate=2.5e-4, batch_size=512, buffer_size=100_000, learning_starts=0,
+                                             gamma=0.99, target_update_interval=5000, train_freq=16, gradient_steps=4,
+                                             exploration_fraction=0.06, exploration_final_eps=0.11)),
+    ("QRDQN", "CartPole-v1"): (50_000, 1, dict(learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000,
+                                               gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128,
+                                               exploration_fraction=0.16, exploration_final_eps=0.04,
+                                               policy_kwargs=dict(net_arch=[256, 256], n_quantiles=10))),
+    ("QRDQN", "LunarLander-v3"): (100_000, 1, dict(learning_rate=linear(1.5e-3), batch_size=128, buffer_size=100_000,
+                                                   learning_starts=10_000, gamma=0.995, target_update_interval=1,
+                                                   train_freq=256, gradient_steps=-1, exploration_fraction=0.24,
+                                                   exploration_final_eps=0.18,
+                                                   policy_kwargs=dict(net_arch=[256, 256], n_quantiles=170))),
+    ("QRDQN", "Acrobot-v1"): (100_000, 1, dict(learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
+                                               gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=-1,
+                                               exploration_fraction=0.12, exploration_final_eps=0.1,
+                                               policy_kwargs=dict(net_arch=[256, 256], n_quantiles=25))),
     ("PPO", "CartPole-v1"): (100_000, 8, dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
                                               learning_rate=linear(1e-3), clip_range=linear(0.2))),
     ("PPO", "Pendulum-v1"): (100_000, 4, dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,

@@ -37,14 +37,18 @@ def git_commit() -> str:
     return commit + ("-dirty" if dirty else "")
 
 
-SUITE = {  # the benchmark tasks (shared/BENCH.md) and our agents of each one's action type
-    "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentDiscretePPO", "AgentDiscreteA2C"],
+SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agents of each one's action type
+    "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO",
+                    "AgentDiscreteA2C"],
+    "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC"],
     "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentPPO"],
-    "LunarLander-v3": ["AgentD3QN", "AgentDiscretePPO"],
+    "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO"],
     "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentPPO"],
 }
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
-          "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC"}
+          "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC",
+          "AgentC51": "QRDQN", "AgentRainbow": "QRDQN",  # distributional: sb3-contrib's QR-DQN
+          "AgentDiscreteSAC": "DQN"}  # SB3's SAC has no discrete actions
 PEER_PREFIX = "SB3-"
 
 

@@ -61,11 +61,14 @@ def test_prioritized_sampling_frequencies_and_importance_weights():
     assert torch.allclose(counts / counts.sum(), priorities / priorities.sum(), atol=0.01)
 
 
-def test_prioritized_sampling_never_returns_an_empty_slot():
-    buffer = PrioritizedReplayBuffer(1000, 2, 2, if_discrete=True)
+def test_prioritized_sampling_never_returns_an_empty_slot(monkeypatch):
+    buffer = PrioritizedReplayBuffer(100, 2, 2, if_discrete=True)  # 4 of the 32 nodes under the root exist
     buffer.extend(*transitions(range(3)))
     idx = buffer.sample(4096)[2]
     assert idx.max() <= 2 and set(idx.tolist()) == {0, 1, 2}
+    # the largest draw, rounded up to the whole sum, still lands on the last transition, not on an empty slot
+    monkeypatch.setattr(torch, "rand", lambda *shape, **kwargs: torch.ones(*shape, dtype=torch.float64))
+    assert buffer.sample(4)[2].tolist() == [0, 1, 2, 2]
 
 
 def test_n_step_returns_stop_at_episode_ends_and_at_the_end_of_the_trajectory():
@@ -84,6 +87,8 @@ def test_n_step_returns_stop_at_episode_ends_and_at_the_end_of_the_trajectory():
     assert last[:, 1].tolist() == [2, 2, 2, 4, 4]
     one_step = n_step_returns(rewards, not_terminated, not_done, 0.5, 1)
     assert torch.equal(one_step[0], rewards) and torch.equal(one_step[1], 0.5 * not_terminated)
+    short = n_step_returns(rewards[:2], not_terminated[:2], not_done[:2], 0.5, 5)  # n_step beyond the horizon
+    assert short[0][:, 1].tolist() == [20, 20] and short[1][:, 1].tolist() == [0.25, 0.5]
 
 
 def test_n_step_transitions_of_a_vector_env_whose_copies_end_at_different_steps():
@@ -141,7 +146,8 @@ def test_c51_loss_is_the_cross_entropy_to_the_projected_target():
     cross_entropy = -(target * log_probs).sum(dim=1)
     obj, td_errors = agent.get_obj_critic(batch, torch.tensor([1.0, 0.5]))
     assert torch.allclose(obj, (cross_entropy * torch.tensor([1.0, 0.5])).mean(), atol=1e-5)
-    assert torch.allclose(td_errors, cross_entropy, atol=1e-5)
+    target_entropy = torch.tensor([-(0.35 * np.log(0.35) + 0.65 * np.log(0.65)), 0.0], dtype=torch.float32)
+    assert torch.allclose(td_errors, cross_entropy - target_entropy, atol=1e-5)  # priorities from the KL divergence
 
 
 @pytest.mark.parametrize("net_class", [QNetDist, QNetDistDuel])
