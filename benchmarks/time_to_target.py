@@ -38,7 +38,7 @@ def git_commit() -> str:
 
 
 SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agents of each one's action type
-    "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO",
+    "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentC51", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO",
                     "AgentDiscreteA2C"],
     "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC"],
     "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentPPO"],
