@@ -633,8 +633,8 @@ class AgentRainbow(AgentC51):
     """Rainbow (Hessel et al. arXiv:1710.02298): C51 with Double DQN's choice of the next action, a dueling
     distributional network with noisy layers (exploring instead of epsilon), prioritized replay and 3-step returns."""
 
-    # a quarter of an update per step: each costs three of D3QN's, and LunarLander-v3 was solved in fewer steps and
-    # half the time with half DQN's updates (History/UPDATE_LOG.md)
+    # a quarter of an update per step (DQN: half): each costs three of D3QN's; on LunarLander-v3 seed 0 it took half
+    # the time and fewer steps. Not yet a set that serves every task (History/UPDATE_LOG.md)
     hyper_defaults = AgentC51.hyper_defaults | dict(if_noisy=True, explore_rate=0.0, n_step=3)
     train_defaults = AgentC51.train_defaults | dict(if_per=True, repeat_times=0.25)
     cri_class = QNetDistDuel
