@@ -245,6 +245,14 @@ class ActorPPO(nn.Module):
         entropy = (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum().expand(noise.shape[:-1])
         return self.gaussian_log_prob(noise), entropy
 
+    def get_kl(self, state: torch.Tensor, old: "ActorPPO") -> torch.Tensor:
+        """KL(old(.|s) || self(.|s)) of two diagonal Gaussians, (batch,): sum over dimensions of
+        log(std / std_old) + (std_old^2 + (mean_old - mean)^2) / (2 std^2) - 1/2."""
+        mean, old_mean = self.net(state), old.net(state)
+        variance_ratio = (2 * (old.log_std - self.log_std)).exp()  # std_old^2 / std^2, (action_dim,)
+        return (self.log_std - old.log_std + 0.5 * variance_ratio - 0.5
+                + 0.5 * (old_mean - mean).pow(2) * (-2 * self.log_std).exp()).sum(dim=-1)
+
     def gaussian_log_prob(self, noise: torch.Tensor) -> torch.Tensor:
         """log N(mean + std * noise; mean, std), summed over the independent action dimensions."""
         return (-0.5 * noise.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
@@ -281,6 +289,11 @@ class ActorDiscretePPO(nn.Module):
         """log pi(action|state) and the policy's entropy -sum_a pi(a) log pi(a), (batch,) each."""
         log_probs = self.get_log_probs(state)
         return log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1), -(log_probs.exp() * log_probs).sum(dim=-1)
+
+    def get_kl(self, state: torch.Tensor, old: "ActorDiscretePPO") -> torch.Tensor:
+        """KL(old(.|s) || self(.|s)) = sum_a pi_old(a) (log pi_old(a) - log pi(a)), (batch,)."""
+        old_log_probs = old.get_log_probs(state)
+        return (old_log_probs.exp() * (old_log_probs - self.get_log_probs(state))).sum(dim=-1)
 
     @staticmethod
     def convert_action_for_env(action: torch.Tensor) -> torch.Tensor:

@@ -5,10 +5,12 @@ Contents, in dependency order: arguments; environment; evaluator and recorder; c
 loop building blocks; train_and_evaluate with its serial body; the multiprocess body; outputs (replay, GIF);
 entry points (resume, run__demo, main).
 """
+import concurrent.futures
 import contextlib
 import copy
 import csv
 import dataclasses
+import itertools
 import json
 import math
 import multiprocessing as mp
@@ -16,11 +18,13 @@ import os
 import queue
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
 import traceback
 import typing
+import warnings
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -69,9 +73,10 @@ class Arguments:
     policy_noise: float | None = None  # TD3: std of the target policy smoothing noise, >= 0
     noise_clip: float | None = None  # TD3: the smoothing noise is clipped to [-noise_clip, noise_clip], >= 0
     alpha_init: float | None = None  # SAC: the entropy temperature alpha it starts from (then tuned), > 0
-    lambda_gae: float | None = None  # PPO, A2C: GAE's lambda (0: one-step TD error, 1: Monte Carlo return), in [0, 1]
+    lambda_gae: float | None = None  # PPO, A2C, VPG, TRPO: GAE's lambda (0: one-step TD error, 1: Monte Carlo return), in [0, 1]
     ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
-    entropy_coef: float | None = None  # PPO, A2C: weight of the entropy bonus, >= 0
+    entropy_coef: float | None = None  # PPO, A2C, VPG, TRPO: weight of the entropy bonus, >= 0
+    max_kl: float | None = None  # TRPO: the trust region, the largest mean KL(old || new policy) of a step, > 0
 
     break_step: int = 2 ** 20  # stop after this many environment steps, > 0
     max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
@@ -167,7 +172,7 @@ class Arguments:
             "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
             "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
-            "n_step": (lambda v: v >= 1, ">= 1"), "num_atoms": (lambda v: v >= 2, ">= 2"),
+            "max_kl": (lambda v: v > 0, "> 0"), "n_step": (lambda v: v >= 1, ">= 1"), "num_atoms": (lambda v: v >= 2, ">= 2"),
             "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
             "v_min": (lambda v: math.isfinite(v) and v < self.v_max, f"below v_max={self.v_max}"),
         }
@@ -1162,6 +1167,187 @@ def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int =
     FuncAnimation(fig, lambda frame: (image.set_data(frame),), frames=frames).save(path, writer=PillowWriter(fps=fps))
 
 
+# ---- experiment grid and comparison plot ----
+
+
+def grid_runs(argv: list[str]) -> tuple[dict, list[dict]]:
+    """['key=v1,v2', 'key=v', ...] -> (every setting of the grid as given, the runs: one dict of typed overrides per
+    combination of the comma lists, in the order given, the last key varying fastest)."""
+    spec = dict(item.partition("=")[::2] for item in argv)
+    for key in ("cwd", "if_resume", "if_remove"):
+        if key in spec:
+            raise ValueError(f"{key}= is not accepted in a grid: each run's cwd is <grid>/<the settings that vary>, "
+                             f"and a grid started again skips finished runs and resumes the others; keys that may vary: "
+                             f"{', '.join(sorted(ARGUMENT_NAMES - {'cwd', 'if_resume', 'if_remove'}))}")
+    lists = {key: [parse_overrides([f"{key}={text}"])[key] for text in value.split(",")] for key, value in spec.items()}
+    runs = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
+    return spec, runs
+
+
+def run_name(run: dict, varying: list[str]) -> str:
+    """The run's directory under the grid: the settings that vary, key=value joined by '_', or 'run' if none does."""
+    return "_".join(f"{key}={run[key]}" for key in varying) or "run"
+
+
+def summarise_run(cwd: str) -> dict:
+    """From a finished run's config.json and recorder.csv: solved, steps and seconds of the first evaluation at the
+    target (empty if none), and the best evaluation mean."""
+    with open(os.path.join(cwd, "config.json")) as f:
+        target = json.load(f)["target_return"]
+    rows = read_recorder(cwd)
+    first = next((row for row in rows if row["avg_return"] >= target), None)
+    return {"solved": first is not None, "steps_to_target": "" if first is None else int(first["step"]),
+            "seconds_to_target": "" if first is None else round(first["seconds"], 1),
+            "best_return": round(max((row["avg_return"] for row in rows), default=-math.inf), 1)}
+
+
+def read_recorder(cwd: str) -> list[dict[str, float]]:
+    path = os.path.join(cwd, "recorder.csv")
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return [{key: float(value) for key, value in row.items()} for row in csv.DictReader(f)]
+
+
+def run_in_grid(run: dict, cwd: str) -> dict:
+    """One run of the grid as a fresh `python AgentRun.py` process (an agent's own child processes need one that is
+    not a daemon), its output in cwd/stdout.txt: a new run, or resume= where a killed grid left a checkpoint.
+    Returns summarise_run's row, or one with the error of a run that failed."""
+    items = [f"{key}={value}" for key, value in run.items()]
+    os.makedirs(cwd, exist_ok=True)
+    if os.path.isdir(os.path.join(cwd, "checkpoint")):
+        items = [f"resume={cwd}"] + [item for item in items if not item.startswith("env=")]  # config.json has the env
+    else:
+        items += [f"cwd={cwd}", "if_remove=True"]  # what a run killed before its first checkpoint left
+    with open(os.path.join(cwd, "stdout.txt"), "w") as out:
+        process = subprocess.run([sys.executable, os.path.abspath(__file__), *items], stdout=out, stderr=subprocess.PIPE,
+                                 text=True)
+    if process.returncode != 0:
+        lines = process.stderr.strip().splitlines() or [f"exit code {process.returncode}"]
+        return {"solved": False, "steps_to_target": "", "seconds_to_target": "", "best_return": "", "error": lines[-1]}
+    summary = summarise_run(cwd)
+    with open(os.path.join(cwd, "summary.json"), "w") as f:  # marks the run finished for a grid started again
+        json.dump(summary, f)
+    return summary
+
+
+def run_grid(grid_dir: str, argv: list[str], workers: int | None = None) -> list[dict]:
+    """Run every combination of the comma lists in argv (python AgentRun.py agent=AgentSAC,AgentTD3 seed=0,1,2
+    grid=<dir>), `workers` at a time (default: the cores over num_threads), each in <grid_dir>/<settings that vary>.
+    A grid started again skips the runs that finished and resumes the others. Prints a line as each run ends and a
+    median table per config, writes summary.csv and comparison.png into grid_dir, and returns the summary rows."""
+    spec, runs = grid_runs(argv)
+    varying = [key for key, value in spec.items() if "," in value]
+    spec_path = os.path.join(grid_dir, "grid.json")
+    if os.path.exists(spec_path):
+        with open(spec_path) as f:
+            earlier = json.load(f)
+        if earlier != spec:
+            raise ValueError(f"{grid_dir!r} holds another grid ({' '.join(f'{k}={v}' for k, v in earlier.items())}); "
+                             f"start that one again to finish it, or choose another grid directory")
+    os.makedirs(grid_dir, exist_ok=True)
+    with open(spec_path, "w") as f:
+        json.dump(spec, f, indent=2)
+    threads = int(spec.get("num_threads", 1)) if "," not in spec.get("num_threads", "") else 1
+    workers = workers or max(1, (os.cpu_count() or 1) // threads)
+
+    rows = [None] * len(runs)
+    to_run = []
+    for i, run in enumerate(runs):
+        cwd = os.path.join(grid_dir, run_name(run, varying))
+        if os.path.exists(os.path.join(cwd, "summary.json")):
+            with open(os.path.join(cwd, "summary.json")) as f:
+                rows[i] = {key: run[key] for key in varying} | json.load(f)
+        else:
+            to_run.append((i, run, cwd))
+    print(f"grid {grid_dir}: {len(runs)} runs, {len(runs) - len(to_run)} finished before, {workers} at a time", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:  # each thread waits on one run's process
+        futures = {pool.submit(run_in_grid, run, cwd): (i, run) for i, run, cwd in to_run}
+        for done, future in enumerate(concurrent.futures.as_completed(futures), start=len(runs) - len(to_run) + 1):
+            i, run = futures[future]
+            rows[i] = {key: run[key] for key in varying} | future.result()
+            outcome = (f"failed: {rows[i]['error']}" if "error" in rows[i] else
+                       f"solved at step {rows[i]['steps_to_target']} in {rows[i]['seconds_to_target']} s" if rows[i]["solved"]
+                       else f"not solved, best {rows[i]['best_return']}")
+            print(f"[{done}/{len(runs)}] {run_name(run, varying)}: {outcome}", flush=True)
+
+    columns = varying + ["solved", "steps_to_target", "seconds_to_target", "best_return", "error"]
+    with open(os.path.join(grid_dir, "summary.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, columns, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    print_grid_table(rows, [key for key in varying if key != "seed"])
+    if any(read_recorder(os.path.join(grid_dir, run_name(run, varying))) for run in runs):
+        plot_runs([grid_dir])
+    return rows
+
+
+def print_grid_table(rows: list[dict], config_keys: list[str]):
+    """One line per config (the settings that vary, seeds pooled): solved runs, median and slowest seconds to the
+    target (a run that missed it counts as infinitely slow), median best return."""
+    configs = {}
+    for row in rows:
+        configs.setdefault(tuple(row[key] for key in config_keys), []).append(row)
+    print(f"{' '.join(config_keys) or 'config':<40} {'solved':>7} {'median s':>9} {'slowest s':>9} {'median best':>12}")
+    for config, group in configs.items():
+        seconds = [row["seconds_to_target"] if row["solved"] else math.inf for row in group]
+        best = [row["best_return"] for row in group if row["best_return"] != ""]
+        print(f"{' '.join(map(str, config)) or 'all':<40} {sum(row['solved'] for row in group):>3}/{len(group):<3} "
+              f"{np.median(seconds):>9.1f} {max(seconds):>9.1f} {np.median(best) if best else math.nan:>12.1f}")
+
+
+def plot_runs(dirs: list[str]) -> str:
+    """One PNG comparing every run found under dirs (a directory with config.json and recorder.csv): evaluation
+    mean return against environment steps (left) and seconds (right), one colour per config (the settings, seed
+    aside), the median over its seeds as a line and their spread (min to max) as a band, each env's target dashed.
+    Each seed's curve is interpolated onto a common axis within the range it covers. Written as
+    <dirs[0]>/comparison.png; returns the path."""
+    runs = []
+    for top in dirs:
+        for path, _dirs, files in sorted(os.walk(top)):
+            if "config.json" in files and "recorder.csv" in files:
+                with open(os.path.join(path, "config.json")) as f:
+                    config = json.load(f)
+                rows = read_recorder(path)
+                if rows:
+                    runs.append((config, rows))
+    if not runs:
+        raise ValueError(f"plot= found no runs under {', '.join(dirs)}: a run is a directory with config.json and a "
+                         f"recorder.csv of at least one evaluation (a cwd of python AgentRun.py, or a grid's directory)")
+    ignored = {"seed", "cwd", "if_resume", "if_remove", "max_time", "break_step"}  # what does not make another config
+    keys = sorted({key for config, _ in runs for key in config} - ignored)
+    varying = [key for key in keys if len({json.dumps(config.get(key)) for config, _ in runs}) > 1]
+    groups = {}
+    for config, rows in runs:
+        groups.setdefault(" ".join(f"{key}={config.get(key)}" for key in varying) or config["agent"], []).append((config, rows))
+
+    fig = Figure(figsize=(12, 5))
+    axes = fig.subplots(1, 2, sharey=True)
+    colours = [f"C{i % 10}" for i in range(len(groups))]
+    for ax, x_name in zip(axes, ("step", "seconds"), strict=True):
+        for colour, (label, members) in zip(colours, groups.items(), strict=True):
+            end = max(rows[-1][x_name] for _, rows in members)
+            x = np.linspace(0, end, 200)
+            curves = np.array([np.interp(x, [row[x_name] for row in rows], [row["avg_return"] for row in rows],
+                                         left=np.nan, right=np.nan) for _, rows in members])  # (seeds, 200)
+            with warnings.catch_warnings():  # an x where no seed has data yet: an all-NaN column
+                warnings.simplefilter("ignore", RuntimeWarning)
+                median, low, high = np.nanmedian(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
+            ax.plot(x, median, color=colour, label=f"{label} ({len(members)} seeds)")
+            ax.fill_between(x, low, high, color=colour, alpha=0.2)
+        for target in sorted({config["target_return"] for config, _ in runs}):
+            ax.axhline(target, color="black", linestyle="--", linewidth=1)
+        ax.set_xlabel("environment steps" if x_name == "step" else "seconds")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("evaluation mean return (median over seeds, band: min to max)")
+    axes[0].legend(loc="lower right", fontsize=8)
+    fig.suptitle(f"{len(runs)} runs in {', '.join(dirs)}; target dashed")
+    path = os.path.join(dirs[0], "comparison.png")
+    fig.savefig(path, dpi=80)
+    print(f"comparison of {len(runs)} runs in {path}")
+    return path
+
+
 # ---- entry points ----
 
 
@@ -1189,18 +1375,34 @@ def run__on_policy_demo(**overrides) -> dict:
     return train_and_evaluate(dataclasses.replace(args, **overrides))
 
 
-def main(argv: list[str]) -> dict:
-    """The command line: `replay=<cwd>` alone, `resume=<cwd> [key=value ...]`, or `[key=value ...]` for run__demo()."""
-    commands = [item for item in argv if item.startswith(("replay=", "resume="))]
+def main(argv: list[str]) -> dict | list | str:
+    """The command line: `replay=<cwd>` alone, `plot=<dir>[,<dir>...]` alone, `resume=<cwd> [key=value ...]`,
+    `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (run_grid), or `[key=value ...]` for run__demo()."""
+    commands = [item for item in argv if item.startswith(("replay=", "resume=", "plot=", "grid="))]
     if len(commands) > 1:
-        raise ValueError(f"one of replay=<cwd> and resume=<cwd> at a time, got {' '.join(commands)}")
-    if commands and commands[0].startswith("replay="):
-        if len(argv) != 1:
-            raise ValueError("replay=<cwd> takes no other key=value")
-        return replay(commands[0].partition("=")[2])
-    if commands:
-        return resume(commands[0].partition("=")[2], **parse_overrides([item for item in argv if item != commands[0]]))
-    return run__demo(**parse_overrides(argv))
+        raise ValueError(f"one of replay=, resume=, plot= and grid= at a time, got {' '.join(commands)}")
+    command, _, value = commands[0].partition("=") if commands else ("", "", "")
+    rest = [item for item in argv if item not in commands]
+    if command in ("replay", "plot") and rest:
+        raise ValueError(f"{command}= takes no other key=value")
+    if command == "replay":
+        return replay(value)
+    if command == "plot":
+        return plot_runs(value.split(","))
+    if command == "resume":
+        return resume(value, **parse_overrides(rest))
+    workers = [item for item in rest if item.startswith("workers=")]
+    if workers and command != "grid":
+        raise ValueError("workers= is the number of runs a grid runs at a time: it needs grid=<dir>")
+    if command == "grid":
+        count = parse_value("workers", workers[-1].partition("=")[2], (int,)) if workers else None
+        if count is not None and count < 1:
+            raise ValueError(f"workers={count} is not accepted: workers must be an integer > 0")
+        return run_grid(value, [item for item in rest if item not in workers], count)
+    if any("," in item for item in rest):
+        raise ValueError(f"a comma list makes a grid of runs: name its directory with grid=<dir> "
+                         f"(got {' '.join(item for item in rest if ',' in item)})")
+    return run__demo(**parse_overrides(rest))
 
 
 if __name__ == "__main__":

@@ -14,11 +14,13 @@ import contextlib
 import math
 import os
 import pickle
+from collections.abc import Callable
 from copy import deepcopy
 
 import numpy as np
 import torch
 import torch.nn as nn
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, QNet, QNetDist,
                       QNetDistDuel, QNetDuel, QNetTwin)
@@ -303,6 +305,15 @@ class RolloutBuffer:
             gae = deltas[t] + gamma * lambda_gae * self.not_done[t] * gae
             advantages[t] = gae
         return advantages, advantages + values
+
+
+def minibatches(tensors: tuple[torch.Tensor, ...], batch_size: int, epochs: float):
+    """round(epochs) (at least one) passes over samples in a fresh random order, each cut into minibatches of
+    batch_size: yields one tuple of aligned slices of `tensors` (T, ...) per minibatch."""
+    for _ in range(max(1, round(epochs))):
+        # one shuffled copy per epoch, cut into minibatch views: one gather per tensor and epoch, not per minibatch
+        perm = torch.randperm(tensors[0].shape[0], device=tensors[0].device)
+        yield from zip(*(tensor[perm].split(batch_size) for tensor in tensors), strict=True)
 
 
 # ---- base agents ----
@@ -804,10 +815,26 @@ class AgentPPO(AgentBase):
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """repeat_times epochs over the rollout in minibatches of batch_size; critic then actor each step."""
-        with torch.no_grad():
-            values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
-            advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
-            prox_log_probs = self.act.get_log_prob_entropy(buffer.states, buffer.actions)[0]  # (T, N)
+        rollout = self.get_rollout_batch(buffer)
+        sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
+        update_times = 0
+        for state, action, log_prob, advantage, ret in minibatches(rollout, batch_size, repeat_times):
+            obj_critic = self.criterion(self.cri(state), ret)
+            optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
+            obj_actor = self.get_obj_actor((state, action, log_prob, advantage))
+            optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
+            sum_obj_critic, sum_obj_actor = sum_obj_critic + obj_critic.detach(), sum_obj_actor + obj_actor.detach()
+            update_times += 1
+        return {"obj_critic": sum_obj_critic.item() / update_times,
+                "obj_actor": sum_obj_actor.item() / update_times} | self.extra_stats()
+
+    @torch.no_grad()
+    def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
+        """The rollout flattened to T * N samples (states, actions, prox_log_probs, advantages, returns): GAE
+        advantages normalised per rollout and importance-weighted, log-probs of the policy before this update."""
+        values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
+        advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
+        prox_log_probs = self.act.get_log_prob_entropy(buffer.states, buffer.actions)[0]  # (T, N)
         states, actions = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)  # (T * N, ...)
         prox_log_probs, returns, advantages = prox_log_probs.flatten(), returns.flatten(), advantages.flatten()
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # normalised per rollout
@@ -816,22 +843,7 @@ class AgentPPO(AgentBase):
         # weight pi_prox / pi_behaviour (1 when they are one policy) multiplies the advantage, capped at 100 for
         # numerical stability as the authors' code does.
         advantages = advantages * (prox_log_probs - buffer.log_probs.flatten()).exp().clamp(max=100.0)
-
-        sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
-        update_times = 0
-        for _ in range(max(1, round(repeat_times))):
-            # one shuffled copy per epoch, cut into minibatch views: five gathers per epoch, not per minibatch
-            perm = torch.randperm(states.shape[0], device=self.device)
-            minibatches = (tensor[perm].split(batch_size) for tensor in (states, actions, prox_log_probs, advantages, returns))
-            for state, action, log_prob, advantage, ret in zip(*minibatches, strict=True):
-                obj_critic = self.criterion(self.cri(state), ret)
-                optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
-                obj_actor = self.get_obj_actor((state, action, log_prob, advantage))
-                optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
-                sum_obj_critic, sum_obj_actor = sum_obj_critic + obj_critic.detach(), sum_obj_actor + obj_actor.detach()
-                update_times += 1
-        return {"obj_critic": sum_obj_critic.item() / update_times,
-                "obj_actor": sum_obj_actor.item() / update_times} | self.extra_stats()
+        return states, actions, prox_log_probs, advantages, returns
 
     def extra_stats(self) -> dict[str, float]:
         """The Gaussian's learned std; a categorical policy has none."""
@@ -879,3 +891,130 @@ class AgentDiscreteA2C(AgentA2C, AgentDiscretePPO):
     """A2C with a categorical policy: AgentA2C's objective and defaults, AgentDiscretePPO's actor and entropy bonus."""
 
     hyper_defaults = AgentA2C.hyper_defaults | dict(entropy_coef=AgentDiscretePPO.hyper_defaults["entropy_coef"])
+
+
+class AgentVPG(AgentA2C):
+    """Vanilla policy gradient (Williams 1992, with a learned value baseline and GAE, as Spinning Up teaches it): A2C's
+    one plain policy-gradient step on the whole rollout, then the critic fitted to the returns for repeat_times
+    epochs in minibatches of batch_size, so that the next rollout's advantages rest on a converged baseline."""
+
+    # one policy step per 512 transitions: Pendulum-v1 took 16 s at 512, 35 s at 1024 (History/UPDATE_LOG.md)
+    train_defaults = AgentA2C.train_defaults | dict(target_step=512, batch_size=256, repeat_times=8)
+
+    def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
+        """The actor's step (update_actor), then repeat_times epochs of the critic's regression."""
+        state, action, prox_log_prob, advantage, ret = self.get_rollout_batch(buffer)
+        obj_actor = self.update_actor((state, action, prox_log_prob, advantage))
+        sum_obj_critic = torch.zeros((), device=self.device)
+        update_times = 0
+        for state_minibatch, ret_minibatch in minibatches((state, ret), batch_size, repeat_times):
+            obj_critic = self.criterion(self.cri(state_minibatch), ret_minibatch)
+            optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
+            sum_obj_critic = sum_obj_critic + obj_critic.detach()
+            update_times += 1
+        return {"obj_critic": sum_obj_critic.item() / update_times, "obj_actor": obj_actor} | self.extra_stats()
+
+    def update_actor(self, batch: tuple[torch.Tensor, ...]) -> float:
+        """One step of the actor's optimizer on get_obj_actor over the whole rollout; returns the objective."""
+        obj_actor = self.get_obj_actor(batch)
+        optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
+        return obj_actor.item()
+
+
+class AgentDiscreteVPG(AgentVPG, AgentDiscreteA2C):
+    """VPG with a categorical policy: AgentVPG's update, AgentDiscreteA2C's actor and entropy bonus."""
+
+
+# ---- natural gradient (TRPO) ----
+
+
+def flat_grad(output: torch.Tensor, params: list[torch.Tensor], **keywords) -> torch.Tensor:
+    """d output / d params as one flat vector, in the order of parameters_to_vector."""
+    return torch.cat([grad.flatten() for grad in torch.autograd.grad(output, params, **keywords)])
+
+
+def fisher_vector_product(mean_kl: torch.Tensor, params: list[torch.Tensor], damping: float
+                          ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """v -> (F + damping I) v, F the Fisher information of the policy at the current parameters. mean_kl is the
+    mean KL(pi_old || pi_theta) evaluated at theta = theta_old, whose Hessian there is F (TRPO paper, arXiv:1502.05477,
+    Appendix C.1): the product is the gradient of (grad KL . v), two backward passes, no matrix. Damping keeps the
+    system well conditioned where F is nearly singular (Martens 2010)."""
+    grad_kl = flat_grad(mean_kl, params, create_graph=True)
+    return lambda vector: flat_grad(grad_kl @ vector, params, retain_graph=True) + damping * vector
+
+
+def conjugate_gradient(matrix_vector_product: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor,
+                       iterations: int = 10, residual_tol: float = 1e-10) -> torch.Tensor:
+    """x with A x = b for a symmetric positive definite A known only through v -> A v (TRPO paper, Appendix C:
+    the natural gradient F^-1 g in `iterations` products, never forming or inverting F); exact after n
+    iterations for an n x n system, up to rounding."""
+    x = torch.zeros_like(b)
+    residual, direction = b.clone(), b.clone()  # r = b - A x, with x = 0
+    residual_norm = residual @ residual
+    for _ in range(iterations):
+        product = matrix_vector_product(direction)
+        step = residual_norm / (direction @ product)
+        x += step * direction
+        residual -= step * product
+        new_residual_norm = residual @ residual
+        if new_residual_norm < residual_tol:
+            break
+        direction = residual + (new_residual_norm / residual_norm) * direction
+        residual_norm = new_residual_norm
+    return x
+
+
+@torch.no_grad()
+def line_search(params: list[torch.Tensor], full_step: torch.Tensor, evaluate: Callable[[], tuple[float, float]],
+                max_kl: float, backtrack_coef: float = 0.8, backtrack_iters: int = 10) -> int | None:
+    """Move params to theta + backtrack_coef^j * full_step for the first j = 0, 1, ... at which evaluate() ->
+    (surrogate, mean KL from theta) has KL <= max_kl and a surrogate above theta's (TRPO paper, Appendix C: the
+    quadratic model of the KL may be wrong far from theta). Returns j, or None with params left at theta."""
+    old_params = parameters_to_vector(params)
+    old_surrogate = evaluate()[0]
+    for j in range(backtrack_iters):
+        vector_to_parameters(old_params + backtrack_coef ** j * full_step, params)
+        surrogate, kl = evaluate()
+        if kl <= max_kl and surrogate > old_surrogate:
+            return j
+    vector_to_parameters(old_params, params)
+    return None
+
+
+class AgentTRPO(AgentVPG):
+    """TRPO (Schulman et al. arXiv:1502.05477): VPG's loop with the policy step along the natural gradient, scaled
+    to the edge of the trust region mean KL(pi_old || pi_new) <= max_kl and shortened until it stays inside and
+    improves the surrogate (the paper's Appendix C). The critic is fitted by regression, as VPG's."""
+
+    hyper_defaults = AgentVPG.hyper_defaults | dict(max_kl=0.01)  # delta, the trust region's radius in mean KL
+    # a step bounded in KL wants a large batch: Pendulum-v1 took 9.6 s at 2048, 16 s at 1024 (History/UPDATE_LOG.md)
+    train_defaults = AgentVPG.train_defaults | dict(target_step=2048)
+    damping = 0.1  # added to the Fisher matrix's diagonal (fisher_vector_product)
+    cg_iterations = 10  # conjugate-gradient products per step, the paper's (Appendix C)
+
+    def update_actor(self, batch: tuple[torch.Tensor, ...]) -> float:
+        """x = F^-1 g by conjugate gradient, the step sqrt(2 max_kl / x.Fx) x, then the line search; returns the
+        objective (the negated surrogate) where the actor ends."""
+        state = batch[0]
+        params = list(self.act.parameters())
+        old_act = frozen_copy(self.act)
+        gradient = flat_grad(-self.get_obj_actor(batch), params)  # of the surrogate, to ascend
+        product = fisher_vector_product(self.act.get_kl(state, old_act).mean(), params, self.damping)
+        direction = conjugate_gradient(product, gradient, self.cg_iterations)
+        # the largest step along `direction` that the quadratic model of the KL keeps within max_kl
+        full_step = (2 * self.max_kl / (direction @ product(direction)).clamp(min=1e-12)).sqrt() * direction
+        evaluate = lambda: (-self.get_obj_actor(batch).item(), self.act.get_kl(state, old_act).mean().item())
+        line_search(params, full_step, evaluate, self.max_kl)
+        with torch.no_grad():
+            return self.get_obj_actor(batch).item()
+
+    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) (the paper's eq. 14) plus the entropy bonus, negated.
+        Its gradient at pi = pi_old is A2C's; TRPO also needs its value away from pi_old, for the line search."""
+        state, action, prox_log_prob, advantage = batch
+        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
+        return -((log_prob - prox_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
+
+
+class AgentDiscreteTRPO(AgentTRPO, AgentDiscreteVPG):
+    """TRPO with a categorical policy: AgentTRPO's update, AgentDiscreteVPG's actor."""

@@ -26,6 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("AgentTD3", "Pendulum-v1", -250, 16_000),  # TD3 keeps the paper's learning rate, tau and batch: slower here
     ("AgentDiscretePPO", "CartPole-v1", 475, 60_000),
     ("AgentPPO", "Pendulum-v1", -250, 150_000),
+    ("AgentDiscreteVPG", "CartPole-v1", 475, 50_000),
+    ("AgentVPG", "Pendulum-v1", -250, 160_000),
+    ("AgentDiscreteTRPO", "CartPole-v1", 475, 40_000),
+    ("AgentTRPO", "Pendulum-v1", -250, 70_000),
 ])
 def test_agent_reaches_target(agent, env, target_return, break_step, tmp_path):
     args = Arguments(agent=agent, env=env, seed=0, cwd=str(tmp_path / "run"), break_step=break_step,

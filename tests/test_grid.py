@@ -1,0 +1,93 @@
+"""The experiment grid (python AgentRun.py key=v1,v2 grid=<dir>) and the comparison plot (plot=<dir>)."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import matplotlib.image
+import pytest
+
+from AgentRun import grid_runs, main, plot_runs, run_grid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_comma_lists_make_every_combination():
+    spec, runs = grid_runs(["agent=AgentDQN,AgentD3QN", "env=CartPole-v1", "seed=0,1,2", "learning_rate=1e-3"])
+    assert spec == {"agent": "AgentDQN,AgentD3QN", "env": "CartPole-v1", "seed": "0,1,2", "learning_rate": "1e-3"}
+    assert len(runs) == 6 and runs[0] == {"agent": "AgentDQN", "env": "CartPole-v1", "seed": 0, "learning_rate": 1e-3}
+    assert [(run["agent"], run["seed"]) for run in runs[:4]] == [("AgentDQN", 0), ("AgentDQN", 1), ("AgentDQN", 2),
+                                                                 ("AgentD3QN", 0)]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["agent=AgentDQN", "cwd=/tmp/a,/tmp/b", "grid=x"], "cwd= is not accepted in a grid"),
+    (["seed=0,one", "grid=x"], "seed='one' is not accepted: seed takes an integer"),
+    (["agent=AgentDQN", "seed=0,1"], "a comma list makes a grid of runs: name its directory with grid=<dir>"),
+    (["seed=0", "workers=2"], "workers= is the number of runs a grid runs at a time: it needs grid=<dir>"),
+    (["grid=x", "workers=0"], "workers=0 is not accepted"),
+    (["plot=x", "seed=1"], "plot= takes no other key=value"),
+])
+def test_bad_grid_input_is_refused(argv, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        main(argv)
+    assert not os.path.exists(tmp_path / "x")  # refused before anything was written
+
+
+def test_plot_of_a_directory_without_runs_is_refused(tmp_path):
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    with pytest.raises(ValueError, match="plot= found no runs under .*empty"):
+        plot_runs([str(tmp_path / "empty")])
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """Two agents by two seeds, one of them unfit for the env (DDPG on Discrete actions), two runs at a time."""
+    grid_dir = str(tmp_path_factory.mktemp("grid") / "g")
+    argv = ["agent=AgentDQN,AgentDDPG", "env=CartPole-v1", "seed=0,1", "break_step=512", "eval_times=2", "grid=" + grid_dir,
+            "workers=2"]
+    out = subprocess.run([sys.executable, "AgentRun.py", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return grid_dir, argv, out
+
+
+def test_grid_runs_each_combination_in_its_own_cwd_and_reports_failures(grid):
+    grid_dir, _, out = grid
+    assert out.returncode == 0, out.stderr
+    names = ["agent=AgentDQN_seed=0", "agent=AgentDQN_seed=1", "agent=AgentDDPG_seed=0", "agent=AgentDDPG_seed=1"]
+    for name in names[:2]:
+        config = json.load(open(os.path.join(grid_dir, name, "config.json")))
+        assert config["agent"] == "AgentDQN" and config["seed"] == int(name[-1]) and config["break_step"] == 512
+        assert os.path.isfile(os.path.join(grid_dir, name, "recorder.csv"))
+    with open(os.path.join(grid_dir, "summary.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [(row["agent"], row["seed"]) for row in rows] == [("AgentDQN", "0"), ("AgentDQN", "1"), ("AgentDDPG", "0"),
+                                                             ("AgentDDPG", "1")]  # the settings that vary, in order
+    assert all(row["solved"] == "False" and float(row["best_return"]) > 0 and not row["error"] for row in rows[:2])
+    assert all("AgentDDPG is for Box action spaces" in row["error"] for row in rows[2:])
+    lines = out.stdout.splitlines()
+    assert sum(line.startswith("[") and "/4] " in line for line in lines) == 4  # a progress line per finished run
+    assert any(line.startswith("AgentDQN ") and " 0/2 " in line for line in lines)  # the median table
+    image = matplotlib.image.imread(os.path.join(grid_dir, "comparison.png"))
+    assert image.shape[0] > 300 and image.shape[1] > 600
+
+
+def test_grid_started_again_skips_finished_runs_and_refuses_another_grid(grid):
+    grid_dir, argv, _ = grid
+    finished = os.path.join(grid_dir, "agent=AgentDQN_seed=0")
+    modified = os.path.getmtime(os.path.join(finished, "recorder.csv"))
+    os.remove(os.path.join(grid_dir, "agent=AgentDQN_seed=1", "summary.json"))  # as if killed after a checkpoint
+    rows = run_grid(grid_dir, [item for item in argv if not item.startswith(("grid=", "workers="))], workers=1)
+    assert os.path.getmtime(os.path.join(finished, "recorder.csv")) == modified  # skipped
+    with open(os.path.join(grid_dir, "agent=AgentDQN_seed=1", "stdout.txt")) as f:
+        assert "resumed at step" in f.read()  # resumed from its checkpoint, not started over
+    assert len(rows) == 4 and rows[1]["best_return"] > 0
+    with pytest.raises(ValueError, match="holds another grid"):
+        run_grid(grid_dir, ["agent=AgentDQN", "env=CartPole-v1", "seed=0,1,2"])
+
+
+def test_plot_compares_configs_from_several_directories(grid, tmp_path):
+    grid_dir, _, _ = grid
+    path = main([f"plot={grid_dir},{tmp_path}"])
+    assert path == os.path.join(grid_dir, "comparison.png") and os.path.isfile(path)
