@@ -19,12 +19,12 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.noise import NormalActionNoise
-from sb3_contrib import QRDQN
+from sb3_contrib import QRDQN, TRPO
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from AgentRun import Arguments, Evaluator  # noqa: E402  (the evaluation protocol's numbers, shared with ours)
 
-ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3}
+ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3, "TRPO": TRPO}
 TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0,
            "Acrobot-v1": -100.0}
 
@@ -34,7 +34,7 @@ def linear(start: float):
     return lambda progress_remaining: progress_remaining * start
 
 
-# hyperparams/<algo>.yml of rl-baselines3-zoo (qrdqn.yml for QRDQN); its LunarLander entries name v2, whose dynamics
+# hyperparams/<algo>.yml of rl-baselines3-zoo (qrdqn.yml, trpo.yml for sb3-contrib's QRDQN, TRPO); its LunarLander entries name v2, whose dynamics
 # v3 keeps.
 # Each entry: (n_timesteps, n_envs, keyword arguments); "noise_std" becomes a NormalActionNoise.
 DDPG_TD3_ZOO = (None, 1, dict(gamma=0.98, buffer_size=200_000, learning_starts=10_000, noise_std=0.1, gradient_steps=-1,
@@ -71,6 +71,10 @@ ZOO = {
     ("PPO", "LunarLander-v3"): PPO_LUNAR_ZOO,
     ("PPO", "LunarLanderContinuous-v3"): PPO_LUNAR_ZOO,
     ("A2C", "CartPole-v1"): (500_000, 8, dict(ent_coef=0.0)),
+    ("TRPO", "CartPole-v1"): (100_000, 2, dict(n_steps=512, batch_size=512, cg_damping=1e-3, gae_lambda=0.98, gamma=0.99,
+                                               learning_rate=1e-3, n_critic_updates=20)),
+    ("TRPO", "Pendulum-v1"): (100_000, 2, dict(n_steps=1024, gamma=0.9, n_critic_updates=15, use_sde=True,
+                                               sde_sample_freq=4)),
     ("SAC", "Pendulum-v1"): (20_000, 1, dict(learning_rate=1e-3)),
     ("SAC", "LunarLanderContinuous-v3"): (500_000, 1, dict(batch_size=256, learning_rate=linear(7.3e-4), buffer_size=1_000_000,
                                                            ent_coef="auto", gamma=0.99, tau=0.01, train_freq=1,
