@@ -1296,11 +1296,30 @@ def print_grid_table(rows: list[dict], config_keys: list[str]):
               f"{np.median(seconds):>9.1f} {max(seconds):>9.1f} {np.median(best) if best else math.nan:>12.1f}")
 
 
+def agent_default(agent: str, key: str) -> typing.Any:
+    """The value the agent named `agent` gives the setting `key`, or None (not one of its settings, or unknown agent)."""
+    return agent_settings(AGENT_CLASSES[agent]).get(key) if agent in AGENT_CLASSES else None
+
+
+def group_runs(runs: list[tuple[dict, typing.Any]]) -> dict[str, list]:
+    """(config.json, anything) pairs -> {label: the pairs of that config}, a config being every setting but the seed
+    and the limits, the label naming the settings that differ between configs, an agent's own defaults left out (an
+    agent that varies brings its learning rate along)."""
+    ignored = {"seed", "cwd", "if_resume", "if_remove", "max_time", "break_step"}  # what does not make another config
+    keys = sorted({key for config, _ in runs for key in config} - ignored)
+    varying = [key for key in keys if len({json.dumps(config.get(key)) for config, _ in runs}) > 1
+               and not all(config.get(key) == agent_default(config["agent"], key) for config, _ in runs)]
+    groups = {}
+    for config, value in runs:
+        groups.setdefault(" ".join(f"{key}={config.get(key)}" for key in varying) or config["agent"], []).append((config, value))
+    return groups
+
+
 def plot_runs(dirs: list[str]) -> str:
     """One PNG comparing every run found under dirs (a directory with config.json and recorder.csv): evaluation
     mean return against environment steps (left) and seconds (right), one colour per config (the settings, seed
-    aside), the median over its seeds as a line and their spread (min to max) as a band, each env's target dashed.
-    Each seed's curve is interpolated onto a common axis within the range it covers. Written as
+    aside; group_runs), the median over its seeds as a line and their spread (min to max) as a band, each env's
+    target dashed. Each seed's curve is interpolated onto a common axis within the range it covers. Written as
     <dirs[0]>/comparison.png; returns the path."""
     runs = []
     for top in dirs:
@@ -1314,13 +1333,7 @@ def plot_runs(dirs: list[str]) -> str:
     if not runs:
         raise ValueError(f"plot= found no runs under {', '.join(dirs)}: a run is a directory with config.json and a "
                          f"recorder.csv of at least one evaluation (a cwd of python AgentRun.py, or a grid's directory)")
-    ignored = {"seed", "cwd", "if_resume", "if_remove", "max_time", "break_step"}  # what does not make another config
-    keys = sorted({key for config, _ in runs for key in config} - ignored)
-    varying = [key for key in keys if len({json.dumps(config.get(key)) for config, _ in runs}) > 1]
-    groups = {}
-    for config, rows in runs:
-        groups.setdefault(" ".join(f"{key}={config.get(key)}" for key in varying) or config["agent"], []).append((config, rows))
-
+    groups = group_runs(runs)
     fig = Figure(figsize=(12, 5))
     axes = fig.subplots(1, 2, sharey=True)
     colours = [f"C{i % 10}" for i in range(len(groups))]
@@ -1339,9 +1352,9 @@ def plot_runs(dirs: list[str]) -> str:
             ax.axhline(target, color="black", linestyle="--", linewidth=1)
         ax.set_xlabel("environment steps" if x_name == "step" else "seconds")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("evaluation mean return (median over seeds, band: min to max)")
+    axes[0].set_ylabel("evaluation mean return")
     axes[0].legend(loc="lower right", fontsize=8)
-    fig.suptitle(f"{len(runs)} runs in {', '.join(dirs)}; target dashed")
+    fig.suptitle(f"{len(runs)} runs in {', '.join(dirs)}: median over seeds, band from min to max, target dashed")
     path = os.path.join(dirs[0], "comparison.png")
     fig.savefig(path, dpi=80)
     print(f"comparison of {len(runs)} runs in {path}")

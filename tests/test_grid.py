@@ -8,7 +8,7 @@ import sys
 import matplotlib.image
 import pytest
 
-from AgentRun import grid_runs, main, plot_runs, run_grid
+from AgentRun import grid_runs, group_runs, main, plot_runs, run_grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -91,3 +91,15 @@ def test_plot_compares_configs_from_several_directories(grid, tmp_path):
     grid_dir, _, _ = grid
     path = main([f"plot={grid_dir},{tmp_path}"])
     assert path == os.path.join(grid_dir, "comparison.png") and os.path.isfile(path)
+
+
+def test_configs_are_labelled_by_what_the_user_varied():
+    """An agent's own defaults come along when the agent varies: the label names the agent only; a setting set to
+    other values than the agent's default is named; seeds and limits never make another config."""
+    dqn = {"agent": "AgentDQN", "env": "CartPole-v1", "seed": 0, "learning_rate": 1e-3, "batch_size": 64, "max_time": 9}
+    ddpg = {"agent": "AgentDDPG", "env": "Pendulum-v1", "seed": 0, "learning_rate": 2e-3, "batch_size": 128}
+    groups = group_runs([(dqn, 1), (dqn | {"seed": 1, "max_time": 5}, 2), (ddpg, 3)])
+    assert {label: [value for _, value in members] for label, members in groups.items()} == {
+        "agent=AgentDQN env=CartPole-v1": [1, 2], "agent=AgentDDPG env=Pendulum-v1": [3]}
+    groups = group_runs([(dqn, 1), (dqn | {"learning_rate": 3e-4}, 2)])
+    assert list(groups) == ["learning_rate=0.001", "learning_rate=0.0003"]
