@@ -739,9 +739,12 @@ class AgentDiscreteSAC(AgentSAC):
 
     if_discrete = True
     act_class, cri_class = ActorDiscretePPO, QNetTwin
-    train_defaults = AgentSAC.train_defaults | dict(random_steps=0)  # the initial policy is uniform: it explores
-    # of the uniform policy's entropy log(action_dim); the paper's 0.98 drove alpha to thousands on LunarLander-v3
-    target_entropy_share = 0.5  # (History/UPDATE_LOG.md)
+    # random_steps 0: the initial policy is uniform, it explores. DQN's 8 envs and half an update per step: SAC's one
+    # env and one update per step left LunarLander-v3 at -40 after 400 s (History/UPDATE_LOG.md)
+    train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
+    # of the uniform policy's entropy log(action_dim); the paper's 0.98 drove alpha to thousands on LunarLander-v3,
+    # and 0.2 and 0.5 each missed a LunarLander-v3 seed that 0.3 solved (History/UPDATE_LOG.md)
+    target_entropy_share = 0.3
 
     def init_networks(self):
         super().init_networks()
@@ -952,13 +955,13 @@ def conjugate_gradient(matrix_vector_product: Callable[[torch.Tensor], torch.Ten
     residual, direction = b.clone(), b.clone()  # r = b - A x, with x = 0
     residual_norm = residual @ residual
     for _ in range(iterations):
+        if residual_norm < residual_tol:  # solved; or b = 0 (a zero gradient), where the step would be 0 / 0
+            break
         product = matrix_vector_product(direction)
         step = residual_norm / (direction @ product)
         x += step * direction
         residual -= step * product
         new_residual_norm = residual @ residual
-        if new_residual_norm < residual_tol:
-            break
         direction = residual + (new_residual_norm / residual_norm) * direction
         residual_norm = new_residual_norm
     return x
@@ -992,6 +995,10 @@ class AgentTRPO(AgentVPG):
     damping = 0.1  # added to the Fisher matrix's diagonal (fisher_vector_product)
     cg_iterations = 10  # conjugate-gradient products per step, the paper's (Appendix C)
 
+    def init_networks(self):
+        super().init_networks()
+        self.act_optimizer = None  # the actor moves by update_actor's line search; learning_rate is the critic's
+
     def update_actor(self, batch: tuple[torch.Tensor, ...]) -> float:
         """x = F^-1 g by conjugate gradient, the step sqrt(2 max_kl / x.Fx) x, then the line search; returns the
         objective (the negated surrogate) where the actor ends."""
@@ -1017,4 +1024,5 @@ class AgentTRPO(AgentVPG):
 
 
 class AgentDiscreteTRPO(AgentTRPO, AgentDiscreteVPG):
-    """TRPO with a categorical policy: AgentTRPO's update, AgentDiscreteVPG's actor."""
+    """TRPO with a categorical policy: AgentTRPO's update, AgentDiscreteVPG's actor. Its hyper_defaults are
+    AgentTRPO's, entropy_coef 0 among them: the paper's surrogate has no entropy bonus, and none was needed."""

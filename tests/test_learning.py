@@ -41,7 +41,7 @@ def test_agent_reaches_target(agent, env, target_return, break_step, tmp_path):
 
 @pytest.mark.parametrize("agent, overrides, break_step", [
     ("AgentDQN", {"if_per": True}, 40_000), ("AgentDQN", {"n_step": 3}, 40_000),
-    ("AgentRainbow", {}, 40_000), ("AgentDiscreteSAC", {}, 10_000),
+    ("AgentRainbow", {}, 40_000), ("AgentDiscreteSAC", {}, 20_000),
 ])
 def test_rainbow_parts_and_discrete_sac_solve_cartpole(agent, overrides, break_step, tmp_path):
     """Prioritized replay and n-step returns each with DQN's other defaults, all of Rainbow, and discrete SAC."""

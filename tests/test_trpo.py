@@ -23,6 +23,10 @@ def test_conjugate_gradient_solves_a_five_by_five_system():
     assert torch.allclose(x, x_true, atol=1e-8) and len(products) <= 5  # exact within n = 5 iterations
     diagonal = torch.tensor([1.0, 2.0, 4.0, 8.0, 16.0], dtype=torch.float64)
     assert torch.allclose(conjugate_gradient(lambda v: diagonal * v, torch.ones(5, dtype=torch.float64), 5), 1 / diagonal)
+    # a zero gradient (equal advantages, no entropy bonus) gives the zero step at once, not 0 / 0
+    calls = []
+    assert torch.equal(conjugate_gradient(lambda v: calls.append(v) or a @ v, torch.zeros(5, dtype=torch.float64)),
+                       torch.zeros(5, dtype=torch.float64)) and not calls
 
 
 class MeanKL(torch.nn.Module):
@@ -126,6 +130,7 @@ def test_trpo_step_stays_in_the_trust_region_and_improves_the_surrogate(agent_cl
     product = fisher_vector_product(agent.act.get_kl(batch[0], old_act).mean(), list(agent.act.parameters()),
                                     agent.damping)
     assert (full_step @ product(full_step)).item() / 2 == pytest.approx(0.01, rel=1e-4)
+    assert agent.act_optimizer is None  # no Adam for the actor: nothing else moves it, nothing stale is saved
 
 
 @pytest.mark.parametrize("agent_class, action_dim", [(AgentVPG, ACTION_DIM), (AgentDiscreteVPG, 3),
@@ -159,3 +164,4 @@ def test_vpg_and_trpo_are_overrides():
         assert cls.if_discrete and cls.act_class is ActorDiscretePPO
     assert AgentDiscreteVPG.hyper_defaults["entropy_coef"] == AgentDiscreteA2C.hyper_defaults["entropy_coef"]
     assert AgentTRPO.hyper_defaults["max_kl"] == 0.01
+    assert AgentDiscreteTRPO.hyper_defaults["entropy_coef"] == 0.0  # the paper's surrogate, without a bonus
