@@ -335,6 +335,7 @@ class AgentBase:
     act_class: type
     cri_class: type
     if_act_target = if_cri_target = False  # whether to keep frozen target copies of the actor and the critic
+    if_act_optimizer = True  # False: something other than Adam moves the actor (TRPO's line search)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -352,12 +353,13 @@ class AgentBase:
         self.init_networks()
 
     def init_networks(self):
-        """Actor, critic, their frozen targets and one Adam optimizer each."""
+        """Actor, critic, their frozen targets and one Adam optimizer each (the actor none without if_act_optimizer)."""
         self.act = self.act_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
         self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
         self.act_target = frozen_copy(self.act) if self.if_act_target else None
         self.cri_target = frozen_copy(self.cri) if self.if_cri_target else None
-        self.act_optimizer = new_adam(self.act.parameters(), self.learning_rate, self.device)
+        if self.if_act_optimizer:
+            self.act_optimizer = new_adam(self.act.parameters(), self.learning_rate, self.device)
         self.cri_optimizer = new_adam(self.cri.parameters(), self.learning_rate, self.device)
 
     @torch.no_grad()
@@ -742,8 +744,8 @@ class AgentDiscreteSAC(AgentSAC):
     # random_steps 0: the initial policy is uniform, it explores. DQN's 8 envs and half an update per step: SAC's one
     # env and one update per step left LunarLander-v3 at -40 after 400 s (History/UPDATE_LOG.md)
     train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
-    # of the uniform policy's entropy log(action_dim); the paper's 0.98 drove alpha to thousands on LunarLander-v3,
-    # and 0.2 and 0.5 each missed a LunarLander-v3 seed that 0.3 solved (History/UPDATE_LOG.md)
+    # of the uniform policy's entropy log(action_dim); the paper's 0.98 drove alpha to thousands on LunarLander-v3.
+    # 0.3 solved one LunarLander-v3 seed that 0.2 and 0.5 missed; none of them solves every seed (History/UPDATE_LOG.md)
     target_entropy_share = 0.3
 
     def init_networks(self):
@@ -994,10 +996,7 @@ class AgentTRPO(AgentVPG):
     train_defaults = AgentVPG.train_defaults | dict(target_step=2048)
     damping = 0.1  # added to the Fisher matrix's diagonal (fisher_vector_product)
     cg_iterations = 10  # conjugate-gradient products per step, the paper's (Appendix C)
-
-    def init_networks(self):
-        super().init_networks()
-        self.act_optimizer = None  # the actor moves by update_actor's line search; learning_rate is the critic's
+    if_act_optimizer = False  # the actor moves by update_actor's line search; learning_rate is the critic's
 
     def update_actor(self, batch: tuple[torch.Tensor, ...]) -> float:
         """x = F^-1 g by conjugate gradient, the step sqrt(2 max_kl / x.Fx) x, then the line search; returns the
