@@ -196,8 +196,8 @@ def test_discrete_sac_soft_value_and_policy_objective_by_hand():
         agent.act.net[-1].bias.copy_(torch.tensor([0.25, 0.75]).log())  # pi = (0.25, 0.75) in every state
     state = torch.randn(4, STATE_DIM)
     log_pi = torch.tensor([0.25, 0.75]).log()
-    # soft value: sum_a pi (min of the target twins, (1, 2), - alpha log pi)
-    expected_value = (log_pi.exp() * (torch.tensor([1.0, 2.0]) - 0.5 * log_pi)).sum()
+    # the value without an entropy reward (SACLite): sum_a pi min of the target twins, (1, 2): 0.25 + 1.5
+    expected_value = torch.tensor(1.75)
     assert torch.allclose(agent.get_next_q(state), expected_value.expand(4))
     # policy objective: sum_a pi (alpha log pi - min of the online twins, (0, 1))
     expected_obj = (log_pi.exp() * (0.5 * log_pi - torch.tensor([0.0, 1.0]))).sum()
