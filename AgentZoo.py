@@ -709,7 +709,8 @@ class AgentSAC(AgentOffPolicy):
         return self.act.get_action(state)
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
-        """Soft value of next_state: min of the target twins minus alpha * log pi (SAC paper, eq. 3)."""
+        """Soft value of next_state: min of the target twins minus alpha * log pi (SAC paper, eq. 3). With n_step > 1
+        the entropy terms of the steps between are left out: a transition keeps no log-probs of the actions taken."""
         next_action, next_log_prob = self.act.get_action_log_prob(next_state)
         next_q = torch.stack(self.cri_target.get_q_heads(next_state, next_action)).min(dim=0).values
         return next_q - self.log_alpha.exp() * next_log_prob

@@ -5,6 +5,7 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py tasks=CartPole-v1,Pendulum-v1 seeds=0,1,2 max_time=600
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=serial,mp
     python benchmarks/time_to_target.py table=6e4d2d5 tasks=CartPole-v1,Pendulum-v1  # README's table
+    python benchmarks/time_to_target.py table=7e4dc4a tasks=LunarLander-v3 agents=AgentD3QN,AgentRainbow
 
 The suite runs each of our agents on each task of its action type, and the Stable-Baselines3 algorithm of
 each agent's family with the rl-baselines3-zoo hyperparameters (benchmarks/peer_sb3.py), seed by seed, in
@@ -12,7 +13,8 @@ one invocation, so that the machine's load hits both alike. Each run is a fresh 
 row (date, commit, agent, env, seed, steps, seconds, solved, loop) is appended to History/benchmarks.csv,
 and a markdown table of medians, spreads, failures and ratios of medians is printed for README.md;
 `table=<commit>` prints the same table from the rows of History/benchmarks.csv measured at that commit.
-A run that stops without reaching the target counts as a failure (an infinite time in the median).
+A run that stops without reaching the target counts as a failure (an infinite time in the median); so does one that
+crashes (its row's loop is "crashed"), and the invocation goes on with the next run.
 """
 import csv
 import datetime
@@ -24,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from peer_sb3 import ZOO  # the (family, task) pairs that have zoo hyperparameters
 
@@ -132,13 +135,14 @@ def print_table(results: dict):
               f"{peer_cells[0]} | {peer_cells[1]} | {ratio} |")
 
 
-def history_results(commit: str, tasks: list[str]) -> dict:
-    """The rows of History/benchmarks.csv measured at commit on tasks, grouped as main() groups a run's, in SUITE's
-    order."""
+def history_results(commit: str, tasks: list[str], agents: list[str] | None = None) -> dict:
+    """The rows of History/benchmarks.csv measured at commit on tasks (of our `agents` and every peer, where given),
+    grouped as main() groups a run's, in SUITE's order."""
     results = {}
     with open(HISTORY, newline="") as f:
         for row in csv.DictReader(f):
-            if row["commit"] == commit and row["env"] in tasks:
+            if row["commit"] == commit and row["env"] in tasks and (
+                    agents is None or row["agent"] in agents or row["agent"].startswith(PEER_PREFIX)):
                 loop = "sb3" if row["agent"].startswith(PEER_PREFIX) else "default"
                 results.setdefault((row["env"], row["agent"], loop), []).append(
                     {"steps": int(row["steps"]), "seconds": float(row["seconds"]), "solved": row["solved"] == "True",
@@ -153,7 +157,8 @@ def history_results(commit: str, tasks: list[str]) -> dict:
 def main(argv: list[str]):
     options = dict(item.split("=", 1) for item in argv)
     if "table" in options:
-        results = history_results(options["table"], options.get("tasks", ",".join(SUITE)).split(","))
+        results = history_results(options["table"], options.get("tasks", ",".join(SUITE)).split(","),
+                                  options["agents"].split(",") if "agents" in options else None)
         seeds = sorted({len(rows) for rows in results.values()})
         print(f"Time to target at commit {options['table']}, {' or '.join(map(str, seeds))} seeds per row\n")
         return print_table(results)
@@ -164,7 +169,12 @@ def main(argv: list[str]):
     results = {key: [] for key in plan}
     for seed in seeds:  # seed by seed through every runner, so that a change in the machine's load hits all alike
         for env, name, loop in plan:
-            result = run_once(name, env, seed, loop, max_time)
+            start = time.perf_counter()
+            try:
+                result = run_once(name, env, seed, loop, max_time)
+            except (RuntimeError, subprocess.TimeoutExpired) as error:  # that seed's failure; the others still run
+                print(f"{name} {env} seed {seed} crashed: {error}", file=sys.stderr, flush=True)
+                result = {"steps": 0, "seconds": time.perf_counter() - start, "solved": False, "loop": "crashed"}
             results[env, name, loop].append(result)
             with open(HISTORY, "a", newline="") as f:
                 csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
