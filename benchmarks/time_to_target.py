@@ -174,7 +174,7 @@ def main(argv: list[str]):
                 result = run_once(name, env, seed, loop, max_time)
             except (RuntimeError, subprocess.TimeoutExpired) as error:  # that seed's failure; the others still run
                 print(f"{name} {env} seed {seed} crashed: {error}", file=sys.stderr, flush=True)
-                result = {"steps": 0, "seconds": time.perf_counter() - start, "solved": False, "loop": "crashed"}
+                result = {"steps": 0, "seconds": round(time.perf_counter() - start, 1), "solved": False, "loop": "crashed"}
             results[env, name, loop].append(result)
             with open(HISTORY, "a", newline="") as f:
                 csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
