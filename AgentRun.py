@@ -65,7 +65,7 @@ class Arguments:
     if_per: bool | None = None  # off-policy: True samples by priority (PrioritizedReplayBuffer), False uniformly
     # the hyperparameters of some agents only; an agent refuses one it does not have (as PPO refuses random_steps)
     explore_rate: float | None = None  # DQN family: epsilon, the chance of a random action while exploring, in [0, 1]
-    if_noisy: bool | None = None  # DQN family: True explores with noisy layers (AgentNet.NoisyLinear)
+    if_noisy: bool | None = None  # DQN family: True explores with noisy layers (AgentNet.NoisyLinear), epsilon 0
     num_atoms: int | None = None  # C51, Rainbow: atoms of each action's return distribution, >= 2
     v_min: float | None = None  # C51, Rainbow: the smallest atom, < v_max (returns in units of reward_scale)
     v_max: float | None = None  # C51, Rainbow: the largest atom, > v_min
@@ -119,6 +119,8 @@ class Arguments:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {agent_class.__name__} has no "
                                  f"{name} (only {users} have it); {agent_class.__name__}'s own settings are "
                                  f"{', '.join(sorted(own_settings))}")
+        if self.if_noisy and self.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
+            self.explore_rate = 0.0
         for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and getattr(self, name) is None:
                 setattr(self, name, value)

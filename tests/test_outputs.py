@@ -63,6 +63,15 @@ def test_agent_hyperparameters_are_arguments_that_reach_the_agent_and_config(tmp
     assert config["explore_rate"] is None and config["alpha_init"] is None  # not this agent's
 
 
+
+@pytest.mark.parametrize("overrides, epsilon", [([], 0.1), (["if_noisy=True"], 0.0),
+                                                (["if_noisy=True", "explore_rate=0.05"], 0.05)])
+def test_noisy_layers_explore_without_epsilon_unless_it_is_set(overrides, epsilon):
+    """Noisy layers replace epsilon-greedy (NoisyNet-DQN): epsilon 0 when they are on, unless it is set too."""
+    args = Arguments(agent="AgentDQN", env="CartPole-v1", **parse_overrides(overrides))
+    args.resolve(prepare_env(args.env)[1])
+    assert args.explore_rate == epsilon
+
 def test_replay_writes_a_gif_and_reports_returns(short_run):
     cwd, _ = short_run
     result = replay(str(cwd), episodes=2)
