@@ -77,6 +77,8 @@ class Arguments:
     ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
     entropy_coef: float | None = None  # PPO, A2C, VPG, TRPO: weight of the entropy bonus, >= 0
     max_kl: float | None = None  # TRPO: the trust region, the largest mean KL(old || new policy) of a step, > 0
+    kl_clip: float | None = None  # ACKTR: the trust region of each natural-gradient step, in the Fisher's KL, > 0
+    damping: float | None = None  # ACKTR: added to the Kronecker-factored Fisher before inverting it, > 0
 
     break_step: int = 2 ** 20  # stop after this many environment steps, > 0
     max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
@@ -174,7 +176,8 @@ class Arguments:
             "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
             "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
-            "max_kl": (lambda v: v > 0, "> 0"), "n_step": (lambda v: v >= 1, ">= 1"), "num_atoms": (lambda v: v >= 2, ">= 2"),
+            "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"), "damping": (lambda v: v > 0, "> 0"),
+            "n_step": (lambda v: v >= 1, ">= 1"), "num_atoms": (lambda v: v >= 2, ">= 2"),
             "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
             "v_min": (lambda v: math.isfinite(v) and v < self.v_max, f"below v_max={self.v_max}"),
         }

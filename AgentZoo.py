@@ -353,14 +353,19 @@ class AgentBase:
         self.init_networks()
 
     def init_networks(self):
-        """Actor, critic, their frozen targets and one Adam optimizer each (the actor none without if_act_optimizer)."""
+        """Actor, critic, their frozen targets and one optimizer each (new_optimizer; the actor none without
+        if_act_optimizer)."""
         self.act = self.act_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
         self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
         self.act_target = frozen_copy(self.act) if self.if_act_target else None
         self.cri_target = frozen_copy(self.cri) if self.if_cri_target else None
         if self.if_act_optimizer:
-            self.act_optimizer = new_adam(self.act.parameters(), self.learning_rate, self.device)
-        self.cri_optimizer = new_adam(self.cri.parameters(), self.learning_rate, self.device)
+            self.act_optimizer = self.new_optimizer(self.act)
+        self.cri_optimizer = self.new_optimizer(self.cri)
+
+    def new_optimizer(self, net: nn.Module) -> torch.optim.Optimizer:
+        """The optimizer of the actor or the critic: Adam."""
+        return new_adam(net.parameters(), self.learning_rate, self.device)
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -1029,3 +1034,121 @@ class AgentTRPO(AgentVPG):
 class AgentDiscreteTRPO(AgentTRPO, AgentDiscreteVPG):
     """TRPO with a categorical policy: AgentTRPO's update, AgentDiscreteVPG's actor. Its hyper_defaults are
     AgentTRPO's, entropy_coef 0 among them: the paper's surrogate has no entropy bonus, and none was needed."""
+
+
+# ---- Kronecker-factored natural gradient (ACKTR) ----
+
+
+class KFAC(torch.optim.Optimizer):
+    """Natural-gradient steps for a network of nn.Linear layers, the Fisher approximated by Kronecker factors
+    (K-FAC, Martens and Grosse arXiv:1503.05671), with ACKTR's trust-region step size (Wu et al. arXiv:1708.05144).
+
+    For a layer s = W a (a: its input with a 1 appended for the bias, W: [weight | bias]) the gradient of one
+    sample is g a^T, g = dloss/ds, and its Fisher block E[vec(g a^T) vec(g a^T)^T] is approximated by G (x) A,
+    A = E[a a^T], G = E[g g^T] (K-FAC section 3), each a running average over updates (section 5). Samples
+    of g come from the model's own output distribution (update_factors), as the Fisher asks (section 5). With the
+    eigendecompositions A = Q_A diag(d_A) Q_A^T and G = Q_G diag(d_G) Q_G^T, the damped inverse is exact, as
+    G (x) A has the eigenvectors q_g (x) q_a with eigenvalues d_g d_a:
+    (G (x) A + damping I)^-1 vec(V) = vec(Q_G [(Q_G^T V Q_A) / (d_G d_A^T + damping)] Q_A^T).
+    Parameters held by the network outside nn.Linear layers (a Gaussian policy's log std) have no factors and take
+    the plain gradient, as the OpenAI baselines implementation of ACKTR does for the ops it cannot factor.
+
+    step() moves along the preconditioned gradient x = F^-1 g by eta = min(lr, sqrt(2 kl_clip / x^T F x))
+    (ACKTR section 3.2), so that the quadratic model of the KL of each step, eta^2 x^T F x / 2, stays within
+    kl_clip; x^T F x = x^T g."""
+
+    def __init__(self, net: nn.Module, lr: float, kl_clip: float, damping: float, stat_decay: float):
+        self.layers = [module for module in net.modules() if type(module) is nn.Linear]
+        for name, module in net.named_modules():
+            if module is not net and type(module) is not nn.Linear and list(module.parameters(recurse=False)):
+                raise ValueError(f"K-FAC takes networks of nn.Linear layers and parameter-free activations; "
+                                 f"{type(net).__name__}.{name} is a {type(module).__name__} (ACKTR accepts an actor and "
+                                 f"a critic of nn.Linear layers, such as AgentNet's build_mlp)")
+        super().__init__(net.parameters(), dict(lr=lr, kl_clip=kl_clip, damping=damping, stat_decay=stat_decay))
+
+    def record_layer(self, layer: nn.Linear, inputs: tuple[torch.Tensor], output: torch.Tensor):
+        """A forward hook while update_factors runs: keep the layer's input and, on the backward pass, its output's
+        gradient."""
+        state = self.state[layer.weight]
+        activation = inputs[0].detach().flatten(0, -2)  # (N, in)
+        state["a"] = torch.cat((activation, torch.ones_like(activation[:, :1])), dim=1)  # (N, in + 1)
+        output.register_hook(lambda grad: state.__setitem__("g", grad.detach().flatten(0, -2)))  # (N, out)
+
+    def update_factors(self, fisher_loss_fn: Callable[[], torch.Tensor]):
+        """fisher_loss_fn() -> the sum over a batch of -log p(y_n | x_n) for outputs y_n sampled from the model
+        itself (a sum, so that each g is one sample's gradient); A and G move toward this batch's averages."""
+        hooks = [layer.register_forward_hook(self.record_layer) for layer in self.layers]  # only here: a copy of the
+        try:  # network (a target, a process's replica) must not carry hooks into this optimizer
+            fisher_loss = fisher_loss_fn()
+        finally:
+            for hook in hooks:
+                hook.remove()
+        self.zero_grad(set_to_none=True)
+        fisher_loss.backward()
+        self.zero_grad(set_to_none=True)
+        decay = self.defaults["stat_decay"]
+        with torch.no_grad():
+            for layer in self.layers:
+                state = self.state[layer.weight]
+                a, g = state.pop("a"), state.pop("g")
+                batch_a, batch_g = a.T @ a / a.shape[0], g.T @ g / g.shape[0]
+                if "A" not in state:  # the first batch is the average so far, not a decay from zero
+                    state["A"], state["G"] = batch_a, batch_g
+                else:
+                    state["A"].lerp_(batch_a, 1 - decay)
+                    state["G"].lerp_(batch_g, 1 - decay)
+
+    @torch.no_grad()
+    def step(self):
+        group = self.param_groups[0]
+        natural = {p: p.grad for p in group["params"] if p.grad is not None}  # plain gradient where no factors
+        for layer in self.layers:
+            state = self.state[layer.weight]
+            if layer.weight.grad is None:
+                continue
+            if "A" not in state:
+                raise RuntimeError("KFAC.step before update_factors: the Fisher's factors are not estimated yet")
+            d_a, q_a = torch.linalg.eigh(state["A"])
+            d_g, q_g = torch.linalg.eigh(state["G"])
+            grad = torch.cat((layer.weight.grad, layer.bias.grad.unsqueeze(1)), dim=1)  # (out, in + 1)
+            rotated = q_g.T @ grad @ q_a
+            step = q_g @ (rotated / (d_g.clamp(min=0).unsqueeze(1) * d_a.clamp(min=0) + group["damping"])) @ q_a.T
+            natural[layer.weight], natural[layer.bias] = step[:, :-1], step[:, -1]
+        x_f_x = sum((natural[p] * p.grad).sum() for p in natural)
+        eta = (2 * group["kl_clip"] / x_f_x.clamp(min=1e-12)).sqrt().clamp(max=group["lr"])
+        for p, direction in natural.items():
+            p.sub_(eta * direction)
+
+
+class AgentACKTR(AgentA2C):
+    """ACKTR (Wu et al. arXiv:1708.05144): A2C's loop with the actor and the critic stepped along their natural
+    gradients (KFAC), each step bounded by a trust region. The actor's Fisher is that of its action distribution;
+    the critic's that of a Gaussian of unit variance around V(s) (ACKTR section 3.1)."""
+
+    hyper_defaults = AgentA2C.hyper_defaults | dict(learning_rate=0.25,  # eta_max, the largest step along F^-1 g
+                                                    kl_clip=0.001,  # delta, the trust region of each step in KL
+                                                    damping=0.01)  # added to the Kronecker-factored Fisher
+    stat_decay = 0.99  # the factors' running average, the baselines implementation's
+
+    def new_optimizer(self, net: nn.Module) -> KFAC:
+        return KFAC(net, self.learning_rate, self.kl_clip, self.damping, self.stat_decay)
+
+    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
+                   ) -> dict[str, float]:
+        """The factors from this rollout's states with outputs sampled from the networks, then A2C's step."""
+        state = buffer.states.flatten(0, 1)
+        with torch.no_grad():
+            action = self.act.get_action_log_prob(state)[0]
+        self.act_optimizer.update_factors(lambda: -self.act.get_log_prob_entropy(state, action)[0].sum())
+
+        def critic_fisher_loss():  # -log N(y; V, 1) up to a constant, y ~ N(V, 1)
+            value = self.cri(state)
+            return 0.5 * (value - (value.detach() + torch.randn_like(value))).pow(2).sum()
+        self.cri_optimizer.update_factors(critic_fisher_loss)
+        return super().update_net(buffer)
+
+
+class AgentDiscreteACKTR(AgentACKTR, AgentDiscreteA2C):
+    """ACKTR with a categorical policy: AgentACKTR's update, AgentDiscreteA2C's actor and entropy bonus."""
+
+    hyper_defaults = AgentACKTR.hyper_defaults | dict(entropy_coef=AgentDiscreteA2C.hyper_defaults["entropy_coef"])

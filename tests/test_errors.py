@@ -112,6 +112,7 @@ def test_bad_values_are_refused(field, value, accepted, tmp_path):
     ("AgentDQN", "CartPole-v1", "n_step", 0, ">= 1"), ("AgentSAC", "Pendulum-v1", "n_step", 2.5, "integer"),
     ("AgentC51", "CartPole-v1", "num_atoms", 1, ">= 2"), ("AgentRainbow", "CartPole-v1", "v_min", 10.0, "below v_max=10.0"),
     ("AgentRainbow", "CartPole-v1", "v_max", float("inf"), "finite"),
+    ("AgentACKTR", "Pendulum-v1", "kl_clip", 0.0, "> 0"), ("AgentDiscreteACKTR", "CartPole-v1", "damping", -0.01, "> 0"),
 ])
 def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, value, accepted, tmp_path):
     args = Arguments(agent=agent, env=env, cwd=str(tmp_path / "run"), **{field: value})

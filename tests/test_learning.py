@@ -52,7 +52,7 @@ def test_rainbow_parts_and_discrete_sac_solve_cartpole(agent, overrides, break_s
 
 
 @pytest.mark.parametrize("agent, break_step", [("AgentDDPG", 768), ("AgentTD3", 768), ("AgentSAC", 768),
-                                               ("AgentPPO", 4096), ("AgentA2C", 512)])
+                                               ("AgentPPO", 4096), ("AgentA2C", 512), ("AgentACKTR", 512)])
 def test_continuous_agents_run_on_a_two_dimensional_action_space(agent, break_step, tmp_path):
     """Pendulum has one action dimension, which hides shape mistakes that broadcast; LunarLander has two.
     Off-policy agents explore at random for one round, then with their policy."""
