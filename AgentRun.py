@@ -33,7 +33,7 @@ import torch
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
-from AgentZoo import AgentBase, PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer, load_weights
+from AgentZoo import AgentBase, PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer, SegmentReplayBuffer, load_weights
 
 
 # ---- arguments ----
@@ -56,7 +56,7 @@ class Arguments:
     gamma: float | None = None  # discount factor, 0 < gamma <= 1
     reward_scale: float | None = None  # rewards are multiplied by this before learning, > 0
     soft_update_tau: float | None = None  # target <- tau*online + (1-tau)*target, 0 < tau <= 1
-    max_memo: int | None = None  # replay buffer capacity in transitions, > 0
+    max_memo: int | None = None  # replay buffer capacity in transitions (ACER: of its replayed rollouts), > 0
     target_step: int | None = None  # environment steps explored between two updates (all envs together), > 0
     repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
     num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
@@ -77,7 +77,9 @@ class Arguments:
     ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
     entropy_coef: float | None = None  # PPO, A2C, VPG, TRPO: weight of the entropy bonus, >= 0
     max_kl: float | None = None  # TRPO: the trust region, the largest mean KL(old || new policy) of a step, > 0
-    kl_clip: float | None = None  # ACKTR: the trust region of each natural-gradient step, in the Fisher's KL, > 0
+    kl_clip: float | None = None  # ACKTR: the trust region of each step in the Fisher's KL; ACER: of the linearised
+    #   KL(average || new policy) per state, > 0
+    rho_clip: float | None = None  # ACER: c, the truncation of the importance weights in the policy gradient, > 0
     damping: float | None = None  # ACKTR: added to the Kronecker-factored Fisher before inverting it, > 0
 
     break_step: int = 2 ** 20  # stop after this many environment steps, > 0
@@ -87,7 +89,7 @@ class Arguments:
     # evaluating takes at most a tenth of the run (Evaluator.eval_share); 0: after every update round, reproducibly
     eval_times: int = 8  # episodes per evaluation, deterministic policy, > 0
     save_gap: float = 60.0  # seconds between checkpoints into cwd/checkpoint (also written at every stop), > 0
-    if_save_buffer: bool | None = None  # off-policy: False leaves the replay buffer out of checkpoints (very large
+    if_save_buffer: bool | None = None  # off-policy and ACER: False leaves the replay buffer out of checkpoints (very large
     # observations); a resumed run then refills it before it learns again. None: the agent's default (True)
     if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_multiprocess);
     # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
@@ -177,6 +179,7 @@ class Arguments:
             "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
             "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"), "damping": (lambda v: v > 0, "> 0"),
+            "rho_clip": (lambda v: v > 0, "> 0"),
             "n_step": (lambda v: v >= 1, ">= 1"), "num_atoms": (lambda v: v >= 2, ">= 2"),
             "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
             "v_min": (lambda v: math.isfinite(v) and v < self.v_max, f"below v_max={self.v_max}"),
@@ -593,7 +596,8 @@ def save_checkpoint(cwd: str, agent: AgentBase, buffer: ReplayBuffer | RolloutBu
     shutil.rmtree(aside, ignore_errors=True)
     os.makedirs(aside)
     agent.save_or_load_agent(aside, if_save=True)
-    if_buffer_saved = isinstance(buffer, ReplayBuffer)  # an on-policy rollout is discarded after each update anyway
+    # an on-policy rollout is discarded after each update anyway; ACER's replayed ones are not
+    if_buffer_saved = isinstance(buffer, (ReplayBuffer, SegmentReplayBuffer))
     if if_buffer_saved:
         torch.save(buffer.state_dict(), os.path.join(aside, "buffer.pt"))
     torch.save(run_state | {"version": CHECKPOINT_VERSION, "if_buffer_saved": if_buffer_saved},
@@ -632,7 +636,7 @@ def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
     agent.save_or_load_agent(path, if_save=False)
     if run_state["if_buffer_saved"]:
         buffer.load_state_dict(load_weights(os.path.join(path, "buffer.pt"), buffer.device))
-    elif isinstance(buffer, ReplayBuffer):
+    elif isinstance(buffer, (ReplayBuffer, SegmentReplayBuffer)):
         print(f"resume: {path} holds no replay buffer (if_save_buffer=False); it refills from new exploration, "
               f"and learning waits until it holds batch_size transitions", flush=True)
     return run_state
@@ -663,6 +667,8 @@ def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | R
     if args.agent.if_off_policy:
         buffer_class = PrioritizedReplayBuffer if args.if_per else ReplayBuffer
         return buffer_class(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
+    if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
+        return SegmentReplayBuffer(args.max_memo, device)
     return RolloutBuffer(device)
 
 

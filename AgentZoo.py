@@ -307,6 +307,35 @@ class RolloutBuffer:
         return advantages, advantages + values
 
 
+class SegmentReplayBuffer(RolloutBuffer):
+    """ACER's replay (Wang et al. arXiv:1611.01224, section 3): the newest rollouts, max_len transitions in all,
+    each kept whole as num_envs trajectory segments of horizon steps with the behaviour policy's log-probs of every
+    action. extend makes a rollout the current one, as RolloutBuffer does, and keeps it for replay."""
+
+    names = ("states", "actions", "log_probs", "rewards", "not_terminated", "not_done", "next_states")
+
+    def __init__(self, max_len: int, device=None):
+        super().__init__(device)
+        self.max_len = max_len
+        self.rollouts: list[tuple[torch.Tensor, ...]] = []  # oldest first
+
+    def extend(self, *rollout: torch.Tensor):
+        super().extend(*rollout)
+        capacity = max(1, self.max_len // self.add_size)  # rollouts; the current one at least
+        self.rollouts = self.rollouts[max(0, len(self.rollouts) + 1 - capacity):] + [
+            tuple(getattr(self, name) for name in self.names)]
+
+    def sample(self) -> tuple[torch.Tensor, ...]:
+        """A stored rollout chosen uniformly: (horizon, num_envs, ...) tensors in the order of extend."""
+        return self.rollouts[int(torch.randint(len(self.rollouts), ()))]
+
+    def state_dict(self) -> dict:
+        return {name: torch.stack(column).cpu() for name, column in zip(self.names, zip(*self.rollouts))}
+
+    def load_state_dict(self, state: dict):
+        columns = [state[name].to(self.device) for name in self.names]  # (rollouts, horizon, num_envs, ...) each
+        self.rollouts = [tuple(column[i] for column in columns) for i in range(columns[0].shape[0])]
+
 def minibatches(tensors: tuple[torch.Tensor, ...], batch_size: int, epochs: float):
     """round(epochs) (at least one) passes over samples in a fresh random order, each cut into minibatches of
     batch_size: yields one tuple of aligned slices of `tensors` (T, ...) per minibatch."""
@@ -815,7 +844,7 @@ class AgentPPO(AgentBase):
         rollout = [[] for _ in range(7)]
         for _ in range(horizon):
             state_t = torch.as_tensor(state, dtype=torch.float32, device=self.device)
-            action, log_prob = self.act.get_action_log_prob(state_t)
+            action, log_prob = self.get_action_behaviour(state_t)
             next_state, reward, terminated, truncated, info = env.step(self.act.convert_action_for_env(action).cpu().numpy())
             for store, value in zip(rollout, (state_t, action, log_prob, reward, ~terminated,
                                               ~(terminated | truncated), final_observations(next_state, info)), strict=True):
@@ -826,6 +855,10 @@ class AgentPPO(AgentBase):
         states, actions, log_probs, rewards, not_terminated, not_done, next_states = map(torch.stack, rollout)
         return (states, actions, log_probs, rewards.float() * self.reward_scale, not_terminated.float(),
                 not_done.float(), next_states.float())
+
+    def get_action_behaviour(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A sampled action and what the rollout keeps of the policy that chose it: its log-prob, (N,) each."""
+        return self.act.get_action_log_prob(state)
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """repeat_times epochs over the rollout in minibatches of batch_size; critic then actor each step."""
@@ -1152,3 +1185,95 @@ class AgentDiscreteACKTR(AgentACKTR, AgentDiscreteA2C):
     """ACKTR with a categorical policy: AgentACKTR's update, AgentDiscreteA2C's actor and entropy bonus."""
 
     hyper_defaults = AgentACKTR.hyper_defaults | dict(entropy_coef=AgentDiscreteA2C.hyper_defaults["entropy_coef"])
+
+
+# ---- off-policy actor-critic with experience replay (ACER) ----
+
+
+def retrace_targets(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done: torch.Tensor,
+                    next_values: torch.Tensor, q_taken: torch.Tensor, traces: torch.Tensor, gamma: float
+                    ) -> torch.Tensor:
+    """Retrace targets of segments (T, N) each (Munos et al. arXiv:1606.02647; ACER paper, section 3.1 and Algorithm 2):
+    Q_ret[t] = r[t] + gamma * not_terminated[t] * (V(next_state[t]) + not_done[t] * traces[t+1] * (Q_ret[t+1] -
+    Q(s[t+1], a[t+1]))), traces = min(1, pi / mu) of the actions taken. The correction stops at every episode end
+    (truncation bootstraps from the final observation's value, termination from nothing) and at the segment's end."""
+    q_ret = torch.empty_like(rewards)
+    correction = torch.zeros_like(rewards[0])  # traces[t+1] * (Q_ret[t+1] - Q[t+1]); nothing past the segment
+    for t in reversed(range(rewards.shape[0])):
+        q_ret[t] = rewards[t] + gamma * not_terminated[t] * (next_values[t] + not_done[t] * correction)
+        correction = traces[t] * (q_ret[t] - q_taken[t])
+    return q_ret
+
+
+def trust_region_step(g: torch.Tensor, k: torch.Tensor, delta: float) -> torch.Tensor:
+    """argmin_z |g - z|^2 / 2 subject to k.z <= delta, row by row (..., dim): z = g - max(0, (k.g - delta) / |k|^2) k
+    (ACER paper, section 3.3): the gradient g, less its part along k (the gradient of the KL to the average policy) that
+    would move the linearised KL by more than delta."""
+    excess = ((k * g).sum(dim=-1, keepdim=True) - delta).clamp(min=0)
+    return g - excess / k.pow(2).sum(dim=-1, keepdim=True).clamp(min=1e-12) * k
+
+
+class AgentACER(AgentDiscretePPO):
+    """ACER for discrete actions (Wang et al. arXiv:1611.01224): a categorical actor, a critic Q(s, .), and an
+    average policy (the actor's soft-updated copy). Each update learns from the new rollout, then from repeat_times
+    rollouts replayed from a SegmentReplayBuffer: the critic regresses Q(s, a) on Retrace targets, the actor follows
+    the truncated importance-weighted policy gradient with bias correction (section 3.2) projected into the trust region
+    around the average policy (trust_region_step)."""
+
+    if_act_target = True  # the average policy network
+    cri_class = QNet
+    train_defaults = {name: value for name, value in AgentDiscretePPO.train_defaults.items() if name != "batch_size"
+                      } | dict(target_step=256, repeat_times=4,  # rollouts replayed per new one
+                               max_memo=50_000,  # the paper's replay, in transitions
+                               if_save_buffer=True)  # checkpoints hold the replayed rollouts
+    hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0, entropy_coef=0.01,
+                          soft_update_tau=0.01,  # 1 - alpha: the average policy's step toward the actor
+                          rho_clip=10.0,  # c, the truncation of the importance weight in the policy gradient
+                          kl_clip=1.0)  # delta, the trust region of the linearised KL(average || new) per state
+
+    def get_action_behaviour(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A sampled action (N,) and the log-probs of every action (N, action_dim), for the importance weights of
+        every action in the bias correction."""
+        return self.act.get_action_log_prob(state)[0], self.act.get_log_probs(state)
+
+    def update_net(self, buffer: SegmentReplayBuffer, batch_size: int | None = None, repeat_times: float = 4
+                   ) -> dict[str, float]:
+        """The new rollout on-policy, then round(repeat_times) replayed ones (the paper's replay ratio)."""
+        rollouts = [buffer.rollouts[-1]] + [buffer.sample() for _ in range(round(repeat_times))]
+        objectives = torch.stack([self.learn_rollout(rollout) for rollout in rollouts]).mean(dim=0)
+        return {"obj_critic": objectives[0].item(), "obj_actor": objectives[1].item()}
+
+    def learn_rollout(self, rollout: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """One step of the critic and of the actor on a rollout's segments; returns both objectives (2,)."""
+        state, action, mu_log_probs, reward, not_terminated, not_done, next_state = rollout
+        action = action.unsqueeze(-1)  # (T, N, 1)
+        logits = self.act.net(state)  # (T, N, action_dim): the statistics the trust region acts on
+        log_pi = logits.log_softmax(dim=-1)
+        q = self.cri(state)  # (T, N, action_dim)
+        with torch.no_grad():
+            pi = log_pi.exp()
+            value = (pi * q).sum(dim=-1)  # V(s) = sum_a pi(a|s) Q(s, a), (T, N)
+            next_value = (self.act.get_log_probs(next_state).exp() * self.cri(next_state)).sum(dim=-1)
+            rho = (log_pi - mu_log_probs).exp()  # pi / mu of every action, (T, N, action_dim)
+            rho_taken = rho.gather(-1, action).squeeze(-1)
+            q_taken = q.gather(-1, action).squeeze(-1)
+            q_ret = retrace_targets(reward, not_terminated, not_done, next_value, q_taken, rho_taken.clamp(max=1.0),
+                                    self.gamma)
+        obj_critic = 0.5 * (q_ret - q.gather(-1, action).squeeze(-1)).pow(2).mean()
+        optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
+
+        # section 3.2 per state, summed so that autograd gives each state's gradient g with respect to its own logits
+        with torch.no_grad():
+            advantage_taken = rho_taken.clamp(max=self.rho_clip) * (q_ret - value)
+            correction_weights = pi * (1 - self.rho_clip / rho).clamp(min=0) * (q.detach() - value.unsqueeze(-1))
+        entropy = -(pi * log_pi).sum(dim=-1)
+        surrogate = (advantage_taken * log_pi.gather(-1, action).squeeze(-1) + (correction_weights * log_pi).sum(-1)
+                     + self.entropy_coef * entropy).sum()
+        g = torch.autograd.grad(surrogate, logits, retain_graph=True)[0]  # (T, N, action_dim)
+        with torch.no_grad():
+            k = pi - self.act_target.get_log_probs(state).exp()  # d KL(average || pi) / d logits
+            z = trust_region_step(g, k, self.kl_clip)
+        obj_actor = -(z * logits).sum() / reward.numel()  # its gradient is -mean z dlogits/dtheta: ascent along z
+        optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
+        soft_update(self.act_target, self.act, self.soft_update_tau)
+        return torch.stack((obj_critic.detach(), -surrogate.detach() / reward.numel()))

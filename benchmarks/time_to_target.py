@@ -44,7 +44,7 @@ def git_commit() -> str:
 
 SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agents of each one's action type
     "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentC51", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO",
-                    "AgentDiscreteA2C", "AgentDiscreteVPG", "AgentDiscreteTRPO", "AgentDiscreteACKTR"],
+                    "AgentDiscreteA2C", "AgentDiscreteVPG", "AgentDiscreteTRPO", "AgentDiscreteACKTR", "AgentACER"],
     "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC"],
     "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentPPO", "AgentVPG", "AgentTRPO", "AgentACKTR"],
     "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO"],
@@ -56,7 +56,8 @@ FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "Agent
           "AgentDiscreteSAC": "DQN",  # SB3's SAC has no discrete actions
           "AgentVPG": "A2C", "AgentDiscreteVPG": "A2C",  # SB3 has no VPG; A2C is its plain policy gradient
           "AgentTRPO": "TRPO", "AgentDiscreteTRPO": "TRPO",  # sb3-contrib's
-          "AgentACKTR": "A2C", "AgentDiscreteACKTR": "A2C"}  # no ACKTR in SB3 or sb3-contrib: the loop it preconditions
+          "AgentACKTR": "A2C", "AgentDiscreteACKTR": "A2C",  # no ACKTR in SB3 or sb3-contrib: the loop it preconditions
+          "AgentACER": "A2C"}  # nor ACER: the actor-critic it adds replay to
 PEER_PREFIX = "SB3-"
 
 
