@@ -1229,7 +1229,8 @@ class AgentACER(AgentDiscretePPO):
                       } | dict(target_step=256, repeat_times=4,  # rollouts replayed per new one
                                max_memo=50_000,  # the paper's replay, in transitions
                                if_save_buffer=True)  # checkpoints hold the replayed rollouts
-    hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0, entropy_coef=0.01,
+    # reward_scale 0.1, DQN's: CartPole-v1 seeds 0-4 took 3.4/3.3/6.4/3.3/1.2 s, at 1.0 17-41 s (History/UPDATE_LOG.md)
+    hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=0.1, entropy_coef=0.01,
                           soft_update_tau=0.01,  # 1 - alpha: the average policy's step toward the actor
                           rho_clip=10.0,  # c, the truncation of the importance weight in the policy gradient
                           kl_clip=1.0)  # delta, the trust region of the linearised KL(average || new) per state
