@@ -122,13 +122,13 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
 
 @pytest.mark.parametrize("agent, field, users", [
     ("AgentSAC", "explore_noise", "AgentDDPG, AgentTD3"),  # SAC explores with its own stochastic policy
-    ("AgentPPO", "soft_update_tau", "AgentC51, AgentD3QN, AgentDDPG"),  # PPO has no target network
+    ("AgentPPO", "soft_update_tau", "AgentACER, AgentC51, AgentD3QN"),  # PPO has no target network
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
     ("AgentA2C", "ratio_clip", "AgentDiscretePPO, AgentPPO"),  # A2C's objective has no ratio to clip
-    ("AgentPPO", "max_memo", "AgentC51, AgentD3QN, AgentDDPG"),  # no replay buffer
+    ("AgentPPO", "max_memo", "AgentACER, AgentC51, AgentD3QN"),  # no replay buffer
     ("AgentA2C", "batch_size", "AgentC51, AgentD3QN, AgentDDPG"),  # one step on the whole rollout
-    ("AgentA2C", "repeat_times", "AgentC51, AgentD3QN, AgentDDPG"),
-    ("AgentPPO", "if_save_buffer", "AgentC51, AgentD3QN, AgentDDPG"),  # no replay buffer to leave out
+    ("AgentA2C", "repeat_times", "AgentACER, AgentC51, AgentD3QN"),
+    ("AgentPPO", "if_save_buffer", "AgentACER, AgentC51, AgentD3QN"),  # no replay buffer to leave out
     ("AgentPPO", "if_per", "AgentC51, AgentD3QN, AgentDDPG"),  # prioritized replay is for off-policy agents
     ("AgentPPO", "n_step", "AgentC51, AgentD3QN, AgentDDPG"),  # PPO's GAE already mixes n-step returns
     ("AgentSAC", "if_noisy", "AgentC51, AgentD3QN, AgentDQN"),  # noisy layers are for agents with a Q-network
