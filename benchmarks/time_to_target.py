@@ -45,7 +45,7 @@ def git_commit() -> str:
 SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agents of each one's action type
     "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentC51", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO",
                     "AgentDiscreteA2C", "AgentDiscreteVPG", "AgentDiscreteTRPO", "AgentDiscreteACKTR", "AgentACER"],
-    "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC"],
+    "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentACER"],
     "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentPPO", "AgentVPG", "AgentTRPO", "AgentACKTR"],
     "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO"],
     "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentPPO"],
