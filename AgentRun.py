@@ -33,7 +33,8 @@ import torch
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
-from AgentZoo import AgentBase, PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer, SegmentReplayBuffer, load_weights
+from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer,
+                      SegmentReplayBuffer, load_weights)
 
 
 # ---- arguments ----
@@ -46,6 +47,7 @@ class Arguments:
 
     agent: str | type = "AgentSAC"  # an agent class of AgentZoo, or its name
     env: str | gym.Env = "LunarLanderContinuous-v3"  # a gymnasium id, or an Env instance with flat Box observations
+    # or a goal env's Dict ones (GoalObservation)
     cwd: str | None = None  # working directory for outputs; None -> ./{AgentName}_{EnvName}_{seed}
     seed: int = 0  # seeds torch, numpy and the environments
     num_threads: int = 1  # torch threads; small networks on a small CPU run fastest on one, > 0
@@ -63,6 +65,8 @@ class Arguments:
     random_steps: int | None = None  # off-policy: steps of uniformly random actions before learning starts, >= 0
     n_step: int | None = None  # off-policy: rewards summed before the bootstrap (n-step returns), >= 1
     if_per: bool | None = None  # off-policy: True samples by priority (PrioritizedReplayBuffer), False uniformly
+    her_k: int | None = None  # off-policy on a goal env: hindsight goals per kept one (HindsightReplayBuffer), 0: none;
+    #   None: the agent's default (4) on a goal env, 0 on any other
     # the hyperparameters of some agents only; an agent refuses one it does not have (as PPO refuses random_steps)
     explore_rate: float | None = None  # DQN family: epsilon, the chance of a random action while exploring, in [0, 1]
     if_noisy: bool | None = None  # DQN family: True explores with noisy layers (AgentNet.NoisyLinear), epsilon 0
@@ -123,6 +127,8 @@ class Arguments:
                 raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {agent_class.__name__} has no "
                                  f"{name} (only {users} have it); {agent_class.__name__}'s own settings are "
                                  f"{', '.join(sorted(own_settings))}")
+        if self.her_k is None and "her_k" in own_settings and not env_info.goal_dim:  # relabelling needs goals
+            self.her_k = 0
         if self.if_noisy and self.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
             self.explore_rate = 0.0
         for name, value in own_settings.items():
@@ -141,10 +147,24 @@ class Arguments:
             except ImportError:
                 raise ValueError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
                                  "without it, recorder.csv and the plot hold the same numbers") from None
+        if self.her_k:
+            self.check_hindsight(env_info)
         if agent_class.if_off_policy and self.break_step <= self.random_steps:
             raise ValueError(f"break_step={self.break_step} is not accepted: {agent_class.__name__} explores at random "
                              f"for its first random_steps={self.random_steps} steps and learns only after them; "
                              f"pass a break_step above random_steps, or a smaller random_steps")
+
+    def check_hindsight(self, env_info: "EnvInfo"):
+        """HindsightReplayBuffer relabels one-step transitions of a goal env, drawn uniformly."""
+        if not env_info.goal_dim:
+            raise ValueError(f"her_k={self.her_k} is not accepted: {env_info.env_name} is not a goal env; hindsight "
+                             f"relabelling needs Dict observations of observation, achieved_goal and desired_goal and a "
+                             f"compute_reward method (gymnasium-robotics' convention); pass her_k=0 for any other env")
+        for name, value, accepted in (("n_step", self.n_step, 1), ("if_per", self.if_per, False)):
+            if value != accepted:
+                raise ValueError(f"{name}={value!r} is not accepted with her_k={self.her_k}: a relabelled transition "
+                                 f"is a one-step one drawn uniformly (HindsightReplayBuffer); pass {name}={accepted}, "
+                                 f"or her_k=0")
 
     def prepare_cwd(self):
         """Refuse to mix with an earlier run's files (if_resume continues it, if_remove deletes it), then write
@@ -180,7 +200,7 @@ class Arguments:
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
             "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"), "damping": (lambda v: v > 0, "> 0"),
             "rho_clip": (lambda v: v > 0, "> 0"),
-            "n_step": (lambda v: v >= 1, ">= 1"), "num_atoms": (lambda v: v >= 2, ">= 2"),
+            "n_step": (lambda v: v >= 1, ">= 1"), "her_k": (lambda v: v >= 0, ">= 0"), "num_atoms": (lambda v: v >= 2, ">= 2"),
             "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
             "v_min": (lambda v: math.isfinite(v) and v < self.v_max, f"below v_max={self.v_max}"),
         }
@@ -262,6 +282,7 @@ class EnvInfo:
     action_dim: int  # number of actions if discrete, else the action vector's length
     if_discrete: bool
     target_return: float  # the spec's reward_threshold; +inf (never stop on return) if it has none
+    goal_dim: int = 0  # a goal env's goal length (its states end with achieved_goal, desired_goal); 0: not a goal env
 
 
 # Pendulum-v1 declares no reward_threshold; -200 is the common choice (shared/BENCH.md).
@@ -292,7 +313,9 @@ def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
     """The env config.json recorded (env_to_config): the id, or the instance remade from its spec (kwargs, e.g.
     render_mode, on top)."""
     if isinstance(value, str):
-        return gym.make(value, **kwargs) if kwargs else value
+        if not kwargs:
+            return value
+        return make_robotics_env(value, **kwargs) if value.startswith(ROBOTICS_PREFIXES) else gym.make(value, **kwargs)
     if value["id"] is None:
         raise ValueError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
                          f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
@@ -307,23 +330,89 @@ def make_twin_env(env: str | gym.Env) -> str | gym.Env:
     return gym.make(env.spec) if env.spec is not None else copy.deepcopy(env)
 
 
-def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
-    """Make the env, check its spaces, and rescale Box actions from the agents' [-1, 1] to its bounds."""
+ROBOTICS_PREFIXES = ("Fetch", "HandManipulate", "HandReach", "PointMaze", "AntMaze", "Adroit", "FrankaKitchen")
+
+
+def make_robotics_env(env_id: str, **kwargs) -> gym.Env:
+    """An env of gymnasium-robotics, an optional package: importing it registers its ids."""
+    try:
+        import gymnasium_robotics  # noqa: F401
+    except ImportError:
+        raise ValueError(f"{env_id} is a gymnasium-robotics env: pip install gymnasium-robotics 'mujoco<3.4' (mujoco "
+                         f"3.4 and later fail FetchReach's reset)") from None
+    return gym.make(env_id, **kwargs)
+
+
+class GoalObservation(gym.ObservationWrapper):
+    """A goal env (gymnasium-robotics' convention: Dict observations of observation, achieved_goal and desired_goal,
+    and compute_reward(achieved_goal, desired_goal, info)) with flat observations [observation, achieved_goal,
+    desired_goal], which the networks take as any Box (SB3's MultiInputPolicy concatenates the same three).
+    With if_record_ends it also records, step by step, whether the episode went on, for HindsightReplayBuffer."""
+
+    keys = ("observation", "achieved_goal", "desired_goal")
+
+    def __init__(self, env: gym.Env, if_record_ends: bool = False):
+        super().__init__(env)
+        spaces = env.observation_space.spaces
+        if set(spaces) != set(self.keys) or not all(isinstance(spaces[key], gym.spaces.Box) for key in self.keys) or \
+                spaces["achieved_goal"].shape != spaces["desired_goal"].shape or \
+                not callable(getattr(env.unwrapped, "compute_reward", None)):
+            raise ValueError(f"{env_name_of(env)}: observation space {env.observation_space} is not supported; the "
+                             f"agents take flat Box observations, or a goal env's Dict of Box observation, achieved_goal "
+                             f"and desired_goal (goals of one shape) with a compute_reward method")
+        self.goal_dim = int(np.prod(spaces["desired_goal"].shape))
+        size = sum(int(np.prod(spaces[key].shape)) for key in self.keys)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+        self.not_done_log: list[bool] | None = [] if if_record_ends else None
+
+    def observation(self, observation: dict) -> np.ndarray:
+        return np.concatenate([np.asarray(observation[key], np.float32).ravel() for key in self.keys])
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        if self.not_done_log is not None:
+            self.not_done_log.append(not (terminated or truncated))
+        return observation, reward, terminated, truncated, info
+
+    def pop_not_done(self) -> list[bool]:
+        """Whether each step since the last call left its episode going on."""
+        log, self.not_done_log = self.not_done_log, []
+        return log
+
+    def feedback(self, achieved: np.ndarray, desired: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Rewards and terminations (None where the env has no compute_terminated) of steps that reached `achieved`
+        with `desired` as their goal, (B, goal_dim) each -> (B,). The infos of the steps are not kept: {} stands for
+        them (gymnasium-robotics' tasks compute both from the goals alone)."""
+        unwrapped = self.env.unwrapped
+        terminated = unwrapped.compute_terminated(achieved, desired, {}) if hasattr(unwrapped, "compute_terminated") else None
+        return np.asarray(unwrapped.compute_reward(achieved, desired, {}), np.float32), terminated
+
+
+def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.Env, EnvInfo]:
+    """Make the env, check its spaces, flatten a goal env's observations (GoalObservation; if_record_ends for it), and
+    rescale Box actions from the agents' [-1, 1] to its bounds."""
     if isinstance(env, str):
         try:
             env = gym.make(env)
         except gym.error.Error as error:
+            if env.startswith(ROBOTICS_PREFIXES):
+                return prepare_env(make_robotics_env(env), if_record_ends)
             raise ValueError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
                              f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
                              f"(gymnasium.pprint_registry() lists them all), or a gymnasium.Env instance") from None
     elif not isinstance(env, gym.Env):
         raise TypeError(f"env must be a gymnasium id or a gymnasium.Env instance, got {type(env).__name__}")
     env_name, spec = env_name_of(env), env.spec
+    goal_dim = 0
+    if isinstance(env.observation_space, gym.spaces.Dict):
+        env = GoalObservation(env, if_record_ends)
+        goal_dim = env.goal_dim
 
     obs_space, action_space = env.observation_space, env.action_space
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         raise ValueError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
-                         f"Box observations of shape (state_dim,) (images, Dict, Tuple and Discrete are not)")
+                         f"Box observations of shape (state_dim,), or a goal env's Dict (images, other Dicts, Tuple "
+                         f"and Discrete are not)")
     if isinstance(action_space, gym.spaces.Discrete):
         if_discrete, action_dim = True, int(action_space.n)
         if action_space.start != 0:  # the agents' actions are 0..n-1
@@ -346,7 +435,7 @@ def prepare_env(env: str | gym.Env) -> tuple[gym.Env, EnvInfo]:
     threshold = spec.reward_threshold if spec is not None else None
     if threshold is None:
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
-    return env, EnvInfo(env_name, obs_space.shape[0], action_dim, if_discrete, float(threshold))
+    return env, EnvInfo(env_name, obs_space.shape[0], action_dim, if_discrete, float(threshold), goal_dim)
 
 
 def has_time_limit(env: gym.Env) -> bool:
@@ -358,14 +447,14 @@ def has_time_limit(env: gym.Env) -> bool:
     return False
 
 
-def build_env(env: str | gym.Env, num_envs: int | None = None) -> tuple[gym.Env, EnvInfo]:
+def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False) -> tuple[gym.Env, EnvInfo]:
     """A gymnasium env ready for an agent, and its facts; with num_envs, a vector env of that many copies
     (autoreset in the same step, so that an ended episode's final observation comes back in info).
     Episode returns are recorded for the explore_return column."""
-    single, env_info = prepare_env(env)
+    single, env_info = prepare_env(env, if_record_ends)
     if num_envs is None:
         return gym.wrappers.RecordEpisodeStatistics(single), env_info
-    copies = [single] + [prepare_env(make_twin_env(env))[0] for _ in range(num_envs - 1)]
+    copies = [single] + [prepare_env(make_twin_env(env), if_record_ends)[0] for _ in range(num_envs - 1)]
     vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
                                           autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(vector_env), env_info
@@ -373,8 +462,17 @@ def build_env(env: str | gym.Env, num_envs: int | None = None) -> tuple[gym.Env,
 
 def build_explore_env(args: "Arguments") -> gym.Env:
     """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
-    vector env of num_envs (on-policy agents always get one)."""
-    return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs)[0]
+    vector env of num_envs (on-policy agents always get one). With her_k, a goal env records its episodes' ends."""
+    return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs,
+                     if_record_ends=bool(args.her_k))[0]
+
+
+def pop_not_done(env) -> torch.Tensor:
+    """What GoalObservation recorded since the last call, (steps * num_envs,) in the step-then-env order of an
+    off-policy trajectory: 1 where the step left its episode going on, 0 where it ended it."""
+    if hasattr(env, "num_envs"):
+        return torch.tensor(env.unwrapped.call("pop_not_done"), dtype=torch.float32).T.flatten()  # (N, T) -> (T * N,)
+    return torch.tensor(env.get_wrapper_attr("pop_not_done")(), dtype=torch.float32)
 
 
 def episode_count(env: gym.Env) -> int:
@@ -665,8 +763,12 @@ def build_agent(args: Arguments, env_info: EnvInfo, device=None) -> AgentBase:
 
 def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | RolloutBuffer:
     if args.agent.if_off_policy:
-        buffer_class = PrioritizedReplayBuffer if args.if_per else ReplayBuffer
-        return buffer_class(args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
+        sizes = (args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
+        if args.her_k:  # relabelled rewards come from the learner's own copy of the env
+            feedback = prepare_env(make_twin_env(args.env))[0].get_wrapper_attr("feedback")
+            return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
+                                         num_envs=args.num_envs, reward_scale=args.reward_scale, gamma=args.gamma)
+        return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes)
     if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
         return SegmentReplayBuffer(args.max_memo, device)
     return RolloutBuffer(device)
@@ -686,8 +788,12 @@ def explore(agent: AgentBase, env, horizon: int, args: Arguments, step: int) -> 
     """One round of exploration from `step` on: with uniformly random actions while step < random_steps
     (off-policy agents), which covers the action space before the policy narrows it (TD3 paper, section 6.1)."""
     if agent.if_off_policy and step < args.random_steps:
-        return agent.explore_env(env, horizon, if_random=True)
-    return agent.explore_env(env, horizon)
+        trajectory = agent.explore_env(env, horizon, if_random=True)
+    else:
+        trajectory = agent.explore_env(env, horizon)
+    if args.her_k:  # HindsightReplayBuffer.extend takes where the episodes ended as well
+        trajectory += (pop_not_done(env),)
+    return trajectory
 
 
 def ready_to_learn(args: Arguments, step: int, buffer) -> bool:

@@ -274,6 +274,86 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = state["max_priority"].to(self.device)
 
 
+class HindsightReplayBuffer(ReplayBuffer):
+    """Hindsight experience replay (Andrychowicz et al. arXiv:1707.01495) for goal envs, whose flat states are
+    [observation, achieved_goal, desired_goal] (AgentRun.GoalObservation), each goal goal_dim long. A sampled
+    transition keeps its goal with probability 1 / (her_k + 1); otherwise its goal (in state and next_state) becomes
+    the goal achieved after a step drawn uniformly from this one to its episode's last stored step, and its reward
+    and discount are recomputed for it by `feedback` (the env's compute_reward and compute_terminated): the "future"
+    strategy with k = her_k (section 4.5; relabelled as the batch is drawn, so an episode still under way offers the
+    steps it has so far). Needs one-step transitions: an n-step reward belongs to the goal it was summed for.
+
+    extend takes the trajectory with one more tensor, not_done (T * N,) in its step-then-env order (False where the
+    step ended the episode), from which each transition learns its episode's last step; the N env copies write at
+    absolute indices t * N + env, so an episode's steps lie num_envs apart."""
+
+    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, *,
+                 goal_dim: int, feedback: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
+                 her_k: int, num_envs: int, reward_scale: float, gamma: float):
+        super().__init__(max_len, state_dim, action_dim, if_discrete, device)
+        self.achieved = slice(state_dim - 2 * goal_dim, state_dim - goal_dim)
+        self.desired = slice(state_dim - goal_dim, state_dim)
+        self.feedback, self.relabel_rate = feedback, her_k / (her_k + 1)
+        self.num_envs, self.reward_scale, self.gamma = num_envs, reward_scale, gamma
+        self.total = 0  # transitions ever written; slot = absolute index % max_len
+        self.open_start = torch.arange(num_envs, device=self.device)  # absolute index of each copy's episode under way
+        self.absolute = torch.empty(max_len, dtype=torch.long, device=self.device)  # (N,)
+        self.episode_last = torch.empty(max_len, dtype=torch.long, device=self.device)  # (N,) its episode's last, so far
+        self.tensors = self.tensors + (self.absolute, self.episode_last)
+
+    def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
+        *transitions, not_done = trajectory
+        size, n = not_done.shape[0], self.num_envs
+        ended = ~not_done.to(self.device, torch.bool).view(size // n, n)  # (T, N)
+        step = torch.arange(size // n, device=self.device).unsqueeze(1).expand_as(ended)
+        # the step at which each one's episode ends in this trajectory (the trajectory's last if it goes on)
+        end_step = torch.where(ended, step, size // n - 1).flip(0).cummin(0).values.flip(0)
+        columns = torch.arange(n, device=self.device)
+        absolute = (self.total + step * n + columns).flatten()
+        episode_last = (self.total + end_step * n + columns).flatten()
+        oldest_kept = max(self.total - self.cur_len, self.total + size - self.max_len)
+        for env in range(n):  # the episode under way before this trajectory ends with its first steps' episode
+            first = max(int(self.open_start[env]), oldest_kept + (env - oldest_kept) % n)  # its oldest step kept
+            earlier = torch.arange(first, max(first, self.total), n, device=self.device)
+            self.episode_last[earlier % self.max_len] = episode_last[env]
+        last_end = torch.where(ended, step, -1).amax(0)  # (N,), -1 where no episode ended
+        self.open_start = torch.where(last_end >= 0, self.total + (last_end + 1) * n + columns, self.open_start)
+        drop = max(0, size - self.max_len)  # a trajectory longer than the buffer keeps its newest max_len
+        self.total += drop
+        self.pointer = self.total % self.max_len
+        idx = super().extend(*(tensor[drop:] for tensor in (*transitions, absolute, episode_last)))
+        self.total += size - drop
+        return idx
+
+    def sample(self, batch_size: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
+        """ReplayBuffer.sample's batch with the relabelled goals, rewards and discounts."""
+        (state, action, reward, discount, next_state, absolute, episode_last), weights, idx = super().sample(batch_size)
+        relabel = torch.nonzero(torch.rand(batch_size, device=self.device) < self.relabel_rate).squeeze(1)  # (R,)
+        if relabel.shape[0] > 0:
+            start, last = absolute[relabel], episode_last[relabel]
+            steps_on = torch.div(last - start, self.num_envs, rounding_mode="floor") + 1  # this one to the last, (R,)
+            future = start + self.num_envs * (torch.rand(relabel.shape[0], device=self.device) * steps_on).long()
+            goal = self.next_states[future % self.max_len, self.achieved]  # (R, goal_dim), achieved after step `future`
+            state[relabel, self.desired] = goal
+            next_state[relabel, self.desired] = goal
+            rewards, terminated = self.feedback(next_state[relabel, self.achieved].cpu().numpy(), goal.cpu().numpy())
+            reward[relabel] = torch.as_tensor(rewards, dtype=torch.float32, device=self.device) * self.reward_scale
+            if terminated is not None:  # else termination does not depend on the goal: the stored discount stands
+                not_terminated = torch.as_tensor(~np.asarray(terminated, bool), dtype=torch.float32, device=self.device)
+                discount[relabel] = self.gamma * not_terminated.expand(relabel.shape[0])
+        return (state, action, reward, discount, next_state), weights, idx
+
+    def state_dict(self) -> dict:
+        return super().state_dict() | {"total": self.total, "open_start": self.open_start.cpu()}
+
+    def load_state_dict(self, state: dict):
+        """A resumed run starts new episodes (AgentRun.train_serial), so the ones under way end at their last step."""
+        super().load_state_dict(state)
+        self.total = state["total"]
+        self.open_start = torch.full((self.num_envs,), self.total, device=self.device) + torch.arange(
+            self.num_envs, device=self.device)
+
+
 class RolloutBuffer:
     """The latest rollout of num_envs vectorised environments as (horizon, num_envs, ...) tensors; each
     extend replaces it, since on-policy agents learn only from data of their current policy."""
@@ -444,6 +524,7 @@ class AgentOffPolicy(AgentBase):
                           random_steps=10_000,
                           if_save_buffer=True,  # checkpoints hold the replay buffer's filled part
                           if_per=False,  # uniform replay; True: PrioritizedReplayBuffer
+                          her_k=4,  # on a goal env, 4 hindsight goals per kept one: the HER paper's best (Figure 6)
                           if_multiprocess=False)  # the serial loop: SAC measured no faster in processes (History/)
     # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict. Learning rate 2e-3 and tau
     # 0.02 (with batch 128): DDPG and SAC need a third of the updates the TD3 paper's values take (History/UPDATE_LOG.md).

@@ -12,9 +12,10 @@ import os
 import sys
 import time
 
+import gymnasium as gym
 import numpy as np
 import torch
-from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3
+from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3, HerReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
@@ -22,11 +23,12 @@ from stable_baselines3.common.noise import NormalActionNoise
 from sb3_contrib import QRDQN, TRPO
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from AgentRun import Arguments, Evaluator  # noqa: E402  (the evaluation protocol's numbers, shared with ours)
+from AgentRun import (ROBOTICS_PREFIXES, TARGET_RETURN_WITHOUT_THRESHOLD, Arguments, Evaluator,  # noqa: E402
+                      make_robotics_env)
 
 ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3, "TRPO": TRPO}
 TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0,
-           "Acrobot-v1": -100.0}
+           "Acrobot-v1": -100.0, "FetchReach-v4": TARGET_RETURN_WITHOUT_THRESHOLD["FetchReach-v4"]}
 
 
 def linear(start: float):
@@ -83,6 +85,10 @@ ZOO = {
     ("TD3", "Pendulum-v1"): (20_000, *DDPG_TD3_ZOO[1:]),
     ("TD3", "LunarLanderContinuous-v3"): (300_000, *DDPG_TD3_ZOO[1:]),
     ("DDPG", "Pendulum-v1"): (20_000, *DDPG_TD3_ZOO[1:]),
+    # hyperparams/her.yml's TD3 entry for FetchReach-v1, whose task v4 keeps (the zoo's newer files set HER on SAC and TQC)
+    ("TD3", "FetchReach-v4"): (25_000, 1, dict(buffer_size=1_000_000, batch_size=256, gamma=0.95, learning_rate=1e-3,
+                                               learning_starts=1000, replay_buffer_class=HerReplayBuffer,
+                                               replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"))),
 }
 
 
@@ -123,12 +129,15 @@ def main(argv: list[str]):
     n_timesteps, n_envs, kwargs = ZOO[algo, env_id]
     kwargs = dict(kwargs)
     torch.set_num_threads(1)  # shared/BENCH.md: the peer with one torch thread, as ours
+    if env_id.startswith(ROBOTICS_PREFIXES):
+        make_robotics_env(env_id)  # registers gymnasium-robotics' ids, or says how to install it
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     if "noise_std" in kwargs:
         action_dim = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
     eval_env = make_vec_env(env_id, n_envs=Arguments.eval_times, seed=seed + 1000)  # one episode per env
-    model = ALGOS[algo]("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    policy = "MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict) else "MlpPolicy"
+    model = ALGOS[algo](policy, env, seed=seed, device="cpu", verbose=0, **kwargs)
     callback = TimeToTarget(eval_env, TARGETS[env_id], eval_gap, max_time)
     model.learn(total_timesteps=n_timesteps or 10 ** 9, callback=callback)
     reason = callback.reason or f"reached the zoo's n_timesteps {n_timesteps}"

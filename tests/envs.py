@@ -27,3 +27,39 @@ def make_counter_vector_env(autoreset_mode=gym.vector.AutoresetMode.SAME_STEP):
         lambda: gym.wrappers.TimeLimit(CounterEnv(terminate_at=3), max_episode_steps=10),  # terminates every 3 steps
         lambda: gym.wrappers.TimeLimit(CounterEnv(terminate_at=10), max_episode_steps=2),  # truncated every 2 steps
     ], autoreset_mode=autoreset_mode)
+
+
+class PointGoalEnv(gym.Env):
+    """A goal env in gymnasium-robotics' convention (Dict observations, compute_reward, compute_terminated): a point in
+    the cube [-1, 1]^dim, moved by up to `speed` per axis and step, must come within `reach` of a goal drawn anew at
+    each reset, from a start drawn too. Reward -1 per step away from the goal, 0 within reach; episodes only end by
+    their time limit, as FetchReach's do. In 4 dimensions a random walk almost never comes within reach."""
+
+    def __init__(self, dim=4, speed=0.2, reach=0.1):
+        self.dim, self.speed, self.reach = dim, speed, reach
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
+        self.observation_space = gym.spaces.Dict({key: gym.spaces.Box(-1.0, 1.0, (dim,), np.float32)
+                                                  for key in ("observation", "achieved_goal", "desired_goal")})
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position, self.goal = self.np_random.uniform(-1, 1, (2, self.dim)).astype(np.float32)
+        return self.observe(), {}
+
+    def step(self, action):
+        self.position = np.clip(self.position + self.speed * np.clip(action, -1, 1), -1, 1).astype(np.float32)
+        reward = float(self.compute_reward(self.position, self.goal, {}))
+        return self.observe(), reward, False, False, {"is_success": reward == 0}
+
+    def observe(self):
+        return {"observation": self.position.copy(), "achieved_goal": self.position.copy(), "desired_goal": self.goal.copy()}
+
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        return -(np.linalg.norm(achieved_goal - desired_goal, axis=-1) > self.reach).astype(np.float32)
+
+    def compute_terminated(self, achieved_goal, desired_goal, info):
+        return np.zeros(np.shape(achieved_goal)[:-1], bool)
+
+
+def make_point_goal_env(max_episode_steps=20):
+    return gym.wrappers.TimeLimit(PointGoalEnv(), max_episode_steps=max_episode_steps)
