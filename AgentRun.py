@@ -285,8 +285,10 @@ class EnvInfo:
     goal_dim: int = 0  # a goal env's goal length (its states end with achieved_goal, desired_goal); 0: not a goal env
 
 
-# Pendulum-v1 declares no reward_threshold; -200 is the common choice (shared/BENCH.md).
-TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0}
+# Pendulum-v1 declares no reward_threshold; -200 is the common choice (shared/BENCH.md). FetchReach-v4 declares none
+# either: -5 is 8 episodes that come within reach after 5 of their 50 steps on average and stay (a solved policy's mean
+# is about -2; History/UPDATE_LOG.md, 2026-11-24).
+TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0, "FetchReach-v4": -5.0}
 
 
 def env_name_of(env: gym.Env) -> str:
