@@ -337,6 +337,8 @@ ROBOTICS_PREFIXES = ("Fetch", "HandManipulate", "HandReach", "PointMaze", "AntMa
 
 def make_robotics_env(env_id: str, **kwargs) -> gym.Env:
     """An env of gymnasium-robotics, an optional package: importing it registers its ids."""
+    if "DISPLAY" not in os.environ:  # mujoco renders (replay's GIF) without a display through EGL
+        os.environ.setdefault("MUJOCO_GL", "egl")
     try:
         import gymnasium_robotics  # noqa: F401
     except ImportError:
@@ -564,7 +566,7 @@ class Evaluator:
                           stats: dict[str, float]) -> float:
         """One evaluation row after `episodes` exploration episodes; returns the evaluation mean."""
         start = time.time()
-        returns, lengths = zip(*run_episodes(self.eval_envs, agent))
+        returns, lengths, successes = zip(*run_episodes(self.eval_envs, agent))
         self.eval_seconds = time.time() - start
         avg_return, std_return = float(np.mean(returns)), float(np.std(returns))
         if avg_return > self.best_return:
@@ -572,7 +574,10 @@ class Evaluator:
             save_atomically(self.best_actor, os.path.join(self.cwd, "actor.pt"))
 
         row = {"step": step, "seconds": time.time() - self.start_time, "avg_return": avg_return,
-               "std_return": std_return, "explore_return": explore_return} | stats
+               "std_return": std_return, "explore_return": explore_return}
+        if not np.isnan(successes).all():  # a goal env: the share of episodes that ended at their goal
+            row["success_rate"] = float(np.mean(successes))
+        row |= stats
         if not os.path.exists(os.path.join(self.cwd, "recorder.csv")):  # a resumed run appends to its rows
             with open(os.path.join(self.cwd, "recorder.csv"), "w", newline="") as f:
                 csv.writer(f).writerow(row)
@@ -636,11 +641,12 @@ class Evaluator:
         self.last_plot_time, self.plotted_rows = time.time(), len(history)
 
 
-def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = None) -> list[tuple[float, int]]:
+def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = None) -> list[tuple[float, int, float]]:
     """One episode of the deterministic policy in each env, side by side: one batched forward per step for the
-    envs still running. Returns (return, length) per env; appends envs[0].render() frames if given."""
+    envs still running. Returns (return, length, success) per env, success the last step's info["is_success"] (goal
+    envs report it) or NaN; appends envs[0].render() frames if given."""
     states = [env.reset()[0] for env in envs]
-    returns, lengths = [0.0] * len(envs), [0] * len(envs)
+    returns, lengths, successes = [0.0] * len(envs), [0] * len(envs), [math.nan] * len(envs)
     running = list(range(len(envs)))
     while running:
         if frames is not None and running[0] == 0:
@@ -648,13 +654,15 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
         actions = agent.select_action(np.stack([states[i] for i in running]), deterministic=True)
         still_running = []
         for i, action in zip(running, actions, strict=True):
-            states[i], reward, terminated, truncated, _ = envs[i].step(action)
+            states[i], reward, terminated, truncated, info = envs[i].step(action)
             returns[i] += float(reward)
             lengths[i] += 1
             if not (terminated or truncated):
                 still_running.append(i)
+            elif "is_success" in info:
+                successes[i] = float(info["is_success"])
         running = still_running
-    return list(zip(returns, lengths))
+    return list(zip(returns, lengths, successes))
 
 
 def build_evaluator(args: Arguments, env_info: EnvInfo, step: int, state: dict | None) -> Evaluator:
@@ -1263,13 +1271,14 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
 
     frames = []
     results = run_episodes(envs, agent, frames)
-    returns, lengths = np.array(results).T
+    returns, lengths, successes = np.array(results).T
     gif_path = os.path.join(cwd, "replay.gif")
     write_gif(frames, gif_path, title=f"{config['agent']} on {env_info.env_name}: return {returns[0]:.1f}")
     print(f"{config['agent']} on {env_info.env_name}, {len(results)} episodes: return {returns.mean():.1f} +- {returns.std():.1f}, "
-          f"length {lengths.mean():.0f} +- {lengths.std():.0f}; first episode in {gif_path}")
-    return {"avg_return": float(returns.mean()), "std_return": float(returns.std()),
-            "avg_length": float(lengths.mean()), "gif": gif_path, "frames": len(frames)}
+          f"length {lengths.mean():.0f} +- {lengths.std():.0f}" + ("" if np.isnan(successes).all() else
+          f", success rate {successes.mean():.2f}") + f"; first episode in {gif_path}")
+    return {"avg_return": float(returns.mean()), "std_return": float(returns.std()), "avg_length": float(lengths.mean()),
+            "success_rate": float(successes.mean()), "gif": gif_path, "frames": len(frames)}
 
 
 def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int = 250, fps: int = 30):

@@ -1,5 +1,7 @@
 """Hindsight experience replay: the episode bookkeeping of HindsightReplayBuffer against hand-computed values, the
 "future" relabelling, goal envs in the loops, HER solving a sparse goal task that plain TD3 does not, and bad input."""
+import csv
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -96,6 +98,10 @@ def test_hindsight_solves_a_sparse_goal_task(agent, tmp_path):
     result = train_and_evaluate(Arguments(agent=agent, env=make_point_goal_env(), break_step=6000, random_steps=1000,
                                           target_return=-10.0, eval_gap=0, cwd=str(tmp_path / "run")))
     assert result["if_solved"], result
+    with open(tmp_path / "run" / "recorder.csv") as f:
+        rows = list(csv.DictReader(f))
+    success_rates = [float(row["success_rate"]) * 8 for row in rows]  # of 8 evaluation episodes: is_success at the end
+    assert all(count == int(count) for count in success_rates) and success_rates[-1] >= 4
 
 
 def test_without_hindsight_the_sparse_goal_task_is_not_solved(tmp_path):

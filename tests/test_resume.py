@@ -273,7 +273,7 @@ def test_resume_drops_what_the_run_recorded_after_its_checkpoint(tmp_path, monke
         if avg_return is None:
             raise Killed
         evaluated.append((avg_return, {name: t.clone() for name, t in agent.act.state_dict().items()}))
-        return [(avg_return, 100)] * len(envs)
+        return [(avg_return, 100, math.nan)] * len(envs)
 
     monkeypatch.setattr(AgentRun, "run_episodes", scripted_episodes)
     common = dict(eval_gap=0, target_return=1e9)
