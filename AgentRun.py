@@ -1271,6 +1271,8 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
 
     frames = []
     results = run_episodes(envs, agent, frames)
+    for env in envs:  # a renderer freed now, not by the interpreter's exit (mujoco's EGL context raises then)
+        env.close()
     returns, lengths, successes = np.array(results).T
     gif_path = os.path.join(cwd, "replay.gif")
     write_gif(frames, gif_path, title=f"{config['agent']} on {env_info.env_name}: return {returns[0]:.1f}")

@@ -2,8 +2,10 @@
 import csv
 import glob
 import json
+import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -11,8 +13,8 @@ import matplotlib.image
 import pytest
 from PIL import Image
 
-from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, build_agent, parse_overrides, prepare_env, replay,
-                      train_and_evaluate)
+from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, ROBOTICS_PREFIXES, Arguments, build_agent, parse_overrides,
+                      prepare_env, replay, train_and_evaluate)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -124,3 +126,26 @@ def test_tensorboard_absent_gives_a_clear_error(tmp_path, monkeypatch):
 def test_no_tensorboard_files_unless_asked_for(short_run):
     cwd, _ = short_run
     assert not glob.glob(str(cwd / "events.out.tfevents.*"))
+
+
+PRETRAINED = sorted(glob.glob(os.path.join(ROOT, "Result", "pretrained", "*")))
+
+
+def test_a_pretrained_run_for_each_benchmark_task():
+    assert [os.path.basename(run) for run in PRETRAINED] == [
+        "AgentACER_Acrobot-v1", "AgentDiscreteACKTR_CartPole-v1", "AgentDiscretePPO_LunarLander-v3",
+        "AgentPPO_LunarLanderContinuous-v3", "AgentSAC_Pendulum-v1", "AgentTD3_FetchReach-v4"]
+
+
+@pytest.mark.parametrize("run", PRETRAINED, ids=os.path.basename)
+def test_pretrained_run_replays_on_a_fresh_checkout(run, tmp_path):
+    """Its config.json and actor.pt are all replay needs; replay seeds its episodes from config.json."""
+    with open(os.path.join(run, "config.json")) as f:
+        env_id = json.load(f)["env"]
+    if env_id.startswith(ROBOTICS_PREFIXES):
+        pytest.importorskip("gymnasium_robotics")  # a benchmark-only package
+    shutil.copytree(run, tmp_path / "run")
+    result = replay(str(tmp_path / "run"), episodes=1)
+    assert math.isfinite(result["avg_return"]) and os.path.isfile(result["gif"])
+    if env_id == "CartPole-v1":  # the same episode every time: the solved policy balances it to the time limit
+        assert result["avg_return"] == 500
