@@ -63,3 +63,37 @@ class PointGoalEnv(gym.Env):
 
 def make_point_goal_env(max_episode_steps=20):
     return gym.wrappers.TimeLimit(PointGoalEnv(), max_episode_steps=max_episode_steps)
+
+
+class BitFlippingEnv(gym.Env):
+    """The HER paper's bit flipping (section 3.1), a goal env: n bits and an n-bit goal drawn at each reset; action i
+    flips bit i; reward -1 per step until the bits equal the goal, when the episode terminates with reward 0."""
+
+    def __init__(self, n=12):
+        self.n = n
+        self.action_space = gym.spaces.Discrete(n)
+        self.observation_space = gym.spaces.Dict({key: gym.spaces.Box(0.0, 1.0, (n,), np.float32)
+                                                  for key in ("observation", "achieved_goal", "desired_goal")})
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.bits, self.goal = self.np_random.integers(0, 2, (2, self.n)).astype(np.float32)
+        return self.observe(), {}
+
+    def step(self, action):
+        self.bits[action] = 1 - self.bits[action]
+        reward = float(self.compute_reward(self.bits, self.goal, {}))
+        return self.observe(), reward, bool(self.compute_terminated(self.bits, self.goal, {})), False, {"is_success": reward == 0}
+
+    def observe(self):
+        return {"observation": self.bits.copy(), "achieved_goal": self.bits.copy(), "desired_goal": self.goal.copy()}
+
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        return -(achieved_goal != desired_goal).any(-1).astype(np.float32)
+
+    def compute_terminated(self, achieved_goal, desired_goal, info):
+        return (achieved_goal == desired_goal).all(-1)
+
+
+def make_bit_flipping_env(n=12):
+    return gym.wrappers.TimeLimit(BitFlippingEnv(n), max_episode_steps=n)

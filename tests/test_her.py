@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from envs import PointGoalEnv, make_point_goal_env
+from envs import PointGoalEnv, make_bit_flipping_env, make_point_goal_env
 from AgentRun import Arguments, build_env, train_and_evaluate
 from AgentZoo import HindsightReplayBuffer
 
@@ -108,6 +108,15 @@ def test_without_hindsight_the_sparse_goal_task_is_not_solved(tmp_path):
     result = train_and_evaluate(Arguments(agent="AgentTD3", env=make_point_goal_env(), her_k=0, break_step=6000,
                                           random_steps=1000, target_return=-10.0, eval_gap=0, cwd=str(tmp_path / "run")))
     assert not result["if_solved"] and result["best_return"] == -20, result  # no evaluation episode came within reach
+
+
+@pytest.mark.parametrize("her_k, if_solved", [(4, True), (0, False)])
+def test_bit_flipping_is_solved_by_d3qn_with_hindsight_only(her_k, if_solved, tmp_path):
+    """The paper's section 3.1 with 12 bits: an episode terminates when the bits equal the goal, so relabelled
+    transitions that reach their new goal have their discount recomputed to 0 (compute_terminated)."""
+    result = train_and_evaluate(Arguments(agent="AgentD3QN", env=make_bit_flipping_env(12), her_k=her_k, break_step=8000,
+                                          target_return=-6.0, eval_gap=0, cwd=str(tmp_path / "run")))
+    assert result["if_solved"] == if_solved and (if_solved or result["best_return"] == -12), result
 
 
 def test_hindsight_with_vector_envs_in_processes(tmp_path):
