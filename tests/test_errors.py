@@ -226,3 +226,11 @@ def test_command_line_is_a_function(tmp_path):
     result = AgentRun.main(["agent=AgentDQN", "env=CartPole-v1", f"cwd={cwd}", "break_step=512", "eval_gap=0"])
     assert result["stop_reason"] == "reached break_step 512"
     assert AgentRun.main([f"resume={cwd}", "break_step=1024"])["stop_reason"] == "reached break_step 1024"
+
+
+def test_gymnasium_robotics_env_without_the_package_names_the_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gymnasium_robotics", None)  # import fails as where it is not installed
+    monkeypatch.delitem(gym.envs.registry, "FetchReach-v4", raising=False)  # as if it had never registered its ids
+    with pytest.raises(ValueError, match=r"FetchReach-v4 is a gymnasium-robotics env: pip install gymnasium-robotics "
+                                         r"'mujoco<3.4'"):
+        build_env("FetchReach-v4")
