@@ -344,10 +344,17 @@ class HindsightReplayBuffer(ReplayBuffer):
         return (state, action, reward, discount, next_state), weights, idx
 
     def state_dict(self) -> dict:
-        return super().state_dict() | {"total": self.total, "open_start": self.open_start.cpu()}
+        return super().state_dict() | {"total": self.total, "open_start": self.open_start.cpu(),
+                                       "max_len": self.max_len, "num_envs": self.num_envs}
 
     def load_state_dict(self, state: dict):
-        """A resumed run starts new episodes (AgentRun.train_serial), so the ones under way end at their last step."""
+        """A resumed run starts new episodes (AgentRun.train_serial), so the ones under way end at their last step.
+        The episode bookkeeping holds for the capacity and the env copies it was written with only."""
+        for name in ("max_len", "num_envs"):
+            if state[name] != getattr(self, name):
+                setting = "max_memo" if name == "max_len" else name
+                raise ValueError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved hindsight replay "
+                                 f"was written with {setting}={state[name]}; resume with that, or if_save_buffer=False")
         super().load_state_dict(state)
         self.total = state["total"]
         self.open_start = torch.full((self.num_envs,), self.total, device=self.device) + torch.arange(

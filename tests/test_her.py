@@ -149,3 +149,23 @@ def test_dict_env_without_compute_reward_is_refused():
     with pytest.raises(ValueError, match=r"is not supported; the agents take flat Box observations, or a goal env's Dict "
                                          r"of Box observation, achieved_goal and desired_goal .* with a compute_reward"):
         build_env(gym.wrappers.TimeLimit(GoalEnvWithoutReward(), max_episode_steps=5))
+
+
+def test_resume_with_other_env_copies_is_refused():
+    buffer = make_buffer(max_len=16)
+    buffer.extend(*trajectory(0, [[1, 1], [0, 1], [1, 1]]))
+    other = HindsightReplayBuffer(16, 3, 1, False, goal_dim=1, feedback=feedback, her_k=4, num_envs=1,
+                                  reward_scale=REWARD_SCALE, gamma=GAMMA)
+    with pytest.raises(ValueError, match=r"num_envs=1 is not accepted on resume: .* written with num_envs=2"):
+        other.load_state_dict(buffer.state_dict())
+
+
+def test_a_batch_termination_given_as_one_bool_is_computed_per_row():
+    """gymnasium-robotics' mazes return one bool from compute_terminated whatever the batch."""
+    class MazeLike(PointGoalEnv):
+        def compute_terminated(self, achieved_goal, desired_goal, info):
+            return bool(np.linalg.norm(achieved_goal - desired_goal) <= self.reach)
+    env, _ = build_env(gym.wrappers.TimeLimit(MazeLike(), max_episode_steps=5))
+    achieved = np.zeros((2, 4), np.float32)
+    _, terminated = env.get_wrapper_attr("feedback")(achieved, np.stack([achieved[0], achieved[1] + 1]))
+    assert terminated.tolist() == [True, False]
