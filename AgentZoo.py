@@ -297,8 +297,8 @@ class HindsightReplayBuffer(ReplayBuffer):
         self.num_envs, self.reward_scale, self.gamma = num_envs, reward_scale, gamma
         self.total = 0  # transitions ever written; slot = absolute index % max_len
         self.open_start = torch.arange(num_envs, device=self.device)  # absolute index of each copy's episode under way
-        self.absolute = torch.empty(max_len, dtype=torch.long, device=self.device)  # (N,)
-        self.episode_last = torch.empty(max_len, dtype=torch.long, device=self.device)  # (N,) its episode's last, so far
+        self.absolute = torch.empty(max_len, dtype=torch.long, device=self.device)  # each slot's absolute index
+        self.episode_last = torch.empty(max_len, dtype=torch.long, device=self.device)  # its episode's last, so far
         self.tensors = self.tensors + (self.absolute, self.episode_last)
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
