@@ -1252,6 +1252,7 @@ class AgentACKTR(AgentA2C):
     # TRPO's batch: on Pendulum-v1, A2C's 256 left seeds at 400k-1M steps; 2048 solved four of five in 8 s
     # (History/UPDATE_LOG.md)
     train_defaults = AgentA2C.train_defaults | dict(target_step=2048)
+    max_grad_norm = None  # the trust region bounds the step; a clip before it would rescale the natural gradient
     stat_decay = 0.99  # the factors' running average, the baselines implementation's
 
     def new_optimizer(self, net: nn.Module) -> KFAC:
@@ -1360,7 +1361,7 @@ class AgentACER(AgentDiscretePPO):
         with torch.no_grad():
             advantage_taken = rho_taken.clamp(max=self.rho_clip) * (q_ret - value)
             correction_weights = pi * (1 - self.rho_clip / rho).clamp(min=0) * (q.detach() - value.unsqueeze(-1))
-        entropy = -(pi * log_pi).sum(dim=-1)
+        entropy = -(log_pi.exp() * log_pi).sum(dim=-1)  # not pi: the bonus needs the gradient that no_grad cut
         surrogate = (advantage_taken * log_pi.gather(-1, action).squeeze(-1) + (correction_weights * log_pi).sum(-1)
                      + self.entropy_coef * entropy).sum()
         g = torch.autograd.grad(surrogate, logits, retain_graph=True)[0]  # (T, N, action_dim)
