@@ -97,6 +97,8 @@ class Arguments:
     # observations); a resumed run then refills it before it learns again. None: the agent's default (True)
     if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_multiprocess);
     # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
+    num_workers: int = 1  # explorer processes of a multiprocess run, each with num_envs env(s) of its own, >= 1;
+    # above 1 implies if_multiprocess (History/UPDATE_LOG.md: what 2 bought on 2 cores)
     start_method: str | None = None  # multiprocessing start method: None (the platform's; spawn where CUDA is
     # available, since a forked child cannot use the parent's CUDA), 'spawn', 'fork', 'forkserver'
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
@@ -120,6 +122,13 @@ class Arguments:
                              f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                              f"use one of {', '.join(suitable)}")
         self.agent = agent_class
+        if_workers = isinstance(self.num_workers, int) and self.num_workers > 1  # check_values refuses the rest
+        if if_workers and self.if_multiprocess is False:
+            raise ValueError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the explorers "
+                             f"are processes of a multiprocess run; pass if_multiprocess=True (or leave it None), or "
+                             f"num_workers=1")
+        if if_workers:
+            self.if_multiprocess = True
         own_settings = agent_settings(agent_class)
         for name in sorted(AGENT_KNOBS - set(own_settings)):  # set for an agent that would quietly ignore it
             if getattr(self, name) is not None:
@@ -190,7 +199,8 @@ class Arguments:
             "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
             "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "max_memo": (lambda v: v > 0, "> 0"),
             "target_step": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
-            "num_envs": (lambda v: v > 0, "> 0"), "random_steps": (lambda v: v >= 0, ">= 0"),
+            "num_envs": (lambda v: v > 0, "> 0"), "num_workers": (lambda v: v >= 1, ">= 1"),
+            "random_steps": (lambda v: v >= 0, ">= 0"),
             "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
             "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
             "save_gap": (lambda v: v > 0, "> 0"),
@@ -668,11 +678,11 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
 
 
 def build_evaluator(args: Arguments, env_info: EnvInfo, step: int, state: dict | None) -> Evaluator:
-    """An Evaluator with eval_times envs of its own, seeded apart from the explorer's (seed + step + its env index),
+    """An Evaluator with eval_times envs of its own, seeded apart from the explorers' (seed + step + its env index),
     carrying on a resumed run's recorder state."""
     eval_envs = [prepare_env(make_twin_env(args.env))[0] for _ in range(args.eval_times)]
     for i, eval_env in enumerate(eval_envs):
-        eval_env.reset(seed=args.seed + step + args.num_envs + i)
+        eval_env.reset(seed=args.seed + step + args.num_envs * args.num_workers + i)
     evaluator = Evaluator(args.cwd, eval_envs, args.eval_gap, f"{args.agent.__name__} on {env_info.env_name}",
                           args.if_tensorboard)
     if args.if_resume:
@@ -779,7 +789,8 @@ def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | R
         if args.her_k:  # relabelled rewards come from the learner's own copy of the env
             feedback = prepare_env(make_twin_env(args.env))[0].get_wrapper_attr("feedback")
             return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
-                                         num_envs=args.num_envs, reward_scale=args.reward_scale, gamma=args.gamma)
+                                         num_envs=args.num_envs * args.num_workers,  # a round's env copies
+                                         reward_scale=args.reward_scale, gamma=args.gamma)
         return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes)
     if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
         return SegmentReplayBuffer(args.max_memo, device)
@@ -931,14 +942,17 @@ def train_serial(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluato
 
 
 def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
-    """Explorer and learner in processes of their own, working at the same time; this process records.
-    The explorer steps the env(s) with a CPU copy of the actor and always takes the newest weights without
+    """Explorers (num_workers) and a learner in processes of their own, working at the same time; this process
+    records. Each explorer steps its env(s) with a CPU copy of the actor and always takes the newest weights without
     waiting for them, so it collects the next round while the learner trains on the last (its weights one to
-    three rounds old). The learner owns the buffer and the networks, on cuda when there is one, and writes checkpoints.
-    A child that raises or dies stops the run with an error naming it; Ctrl-C or a `stop` file stops it cleanly."""
+    three rounds old). A round is one trajectory of each explorer, target_step steps in all, which the learner
+    takes as one of num_envs * num_workers env copies (merge_trajectories). The learner owns the buffer and the
+    networks, on cuda when there is one, and writes checkpoints. A child that raises or dies stops the run with an
+    error naming it; Ctrl-C or a `stop` file stops it cleanly."""
     run_state = start_state(args)
     step = run_state["step"]
-    channels, (explorer, learner) = build_children(args, env_info, step)
+    channels, explorers, learner = build_children(args, env_info, step)
+    children = [*explorers, learner]
     torch.set_num_threads(1)
     evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
     agent = build_agent(args, env_info, device="cpu")  # the recorder's copy
@@ -946,11 +960,11 @@ def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Ev
     save_atomically(evaluator.state_dict(), state_path)  # the resumed one, if resumed: no newer one from before
     # the learner's episodes and the sum of their returns in this session, at the last row
     stop_reason, explored_before = None, (run_state["episodes"], 0.0)
-    with children_started([explorer, learner]) as ctrl_c:
-        print_banner(args, env_info, step, f"multiprocess: explorer pid {explorer.pid}, learner pid {learner.pid}")
+    with children_started(children) as ctrl_c:
+        print_banner(args, env_info, step, "multiprocess: " + ", ".join(f"{child.name} pid {child.pid}" for child in children))
         try:
             while stop_reason is None and not ctrl_c:
-                raise_if_failed([explorer, learner], channels.errors)
+                raise_if_failed(children, channels.errors)
                 report = next_report(channels.reports, learner)
                 if report is None:
                     continue
@@ -970,9 +984,9 @@ def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Ev
                 evaluator.finish()
                 save_atomically(evaluator.state_dict(), state_path)  # for the learner's final checkpoint
             finally:
-                terminated = stop_children([explorer, learner], channels)
-    raise_if_failed([child for child in (explorer, learner) if child not in terminated], channels.errors)
-    if learner in terminated:  # the explorer has nothing to save; the learner had
+                terminated = stop_children(children, channels)
+    raise_if_failed([child for child in children if child not in terminated], channels.errors)
+    if learner in terminated:  # the explorers have nothing to save; the learner had
         raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and was "
                            f"terminated before it finished its final checkpoint: that checkpoint is lost, and resume "
                            f"continues from the last periodic one (written every save_gap={args.save_gap} s)")
@@ -991,8 +1005,8 @@ class Channels(typing.NamedTuple):
     items stay small (torch sends a CPU tensor as a handle to shared memory), so each is written to the pipe whole."""
     stop: typing.Any  # an Event: the run is stopping
     errors: typing.Any  # a Queue of (child name, traceback) from children that raised
-    weights: typing.Any  # learner -> explorer: a CPU copy of the newest actor
-    trajectories: typing.Any  # explorer -> learner: (trajectory, returns of the episodes it ended)
+    weights: tuple  # learner -> each explorer (a Queue each): a CPU copy of the newest actor
+    trajectories: tuple  # each explorer (a Queue each) -> learner: (trajectory, returns of the episodes it ended)
     reports: typing.Any  # learner -> recorder: the newest LearnerReport
 
 
@@ -1006,14 +1020,17 @@ class LearnerReport(typing.NamedTuple):
     stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
 
 
-def build_children(args: Arguments, env_info: EnvInfo, step: int) -> tuple[Channels, tuple]:
-    """The channels and the explorer and learner processes of a run at `step`, not started yet."""
+def build_children(args: Arguments, env_info: EnvInfo, step: int) -> tuple[Channels, list, typing.Any]:
+    """The channels, the explorer processes and the learner process of a run at `step`, not started yet."""
     ctx = mp.get_context(start_method_for(args.start_method))
-    channels = Channels(ctx.Event(), ctx.Queue(), *(ctx.Queue(1) for _ in range(3)))
-    explorer = ctx.Process(target=run_child, name="explorer", daemon=True,
-                           args=(explorer_process, channels, args, env_info, step))
+    one_per_worker = lambda: tuple(ctx.Queue(1) for _ in range(args.num_workers))
+    channels = Channels(ctx.Event(), ctx.Queue(), one_per_worker(), one_per_worker(), ctx.Queue(1))
+    names = ["explorer"] if args.num_workers == 1 else [f"explorer {worker}" for worker in range(args.num_workers)]
+    explorers = [ctx.Process(target=run_child, name=name, daemon=True,
+                             args=(explorer_process, channels, args, env_info, step, worker))
+                 for worker, name in enumerate(names)]
     learner = ctx.Process(target=run_child, name="learner", daemon=True, args=(learner_process, channels, args, env_info))
-    return channels, (explorer, learner)
+    return channels, explorers, learner
 
 
 # What fetching a received tensor's shared memory raises when its sender has left (FileNotFoundError, an OSError) or
@@ -1174,33 +1191,50 @@ def put_until_stopped(q, item, stop_event) -> bool:
 REFRESH_STEPS = 32
 
 
-def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int):
+def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int, worker: int):
+    """Explorer `worker` of num_workers: its env copies are seeded after the earlier workers' (as one vector env's
+    copies are), and its exploration noise from a stream of its own."""
     torch.set_num_threads(1)
-    torch.manual_seed(args.seed + start_step + 1)  # the learner draws from seed: exploration noise gets its own stream
+    torch.manual_seed(args.seed + start_step + 1 + worker)  # the learner draws from seed: noise gets its own streams
     agent = build_agent(args, env_info, device="cpu")
     env = build_explore_env(args)
-    agent.last_state = env.reset(seed=args.seed + start_step)[0]  # as in the serial loop: resumed runs start new episodes
-    horizon = max(1, args.target_step // args.num_envs)
-    channels.trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
-    weights = get_until_stopped(channels.weights, channels.stop)
+    # as in the serial loop, resumed runs start new episodes
+    agent.last_state = env.reset(seed=args.seed + start_step + worker * args.num_envs)[0]
+    horizon = max(1, args.target_step // (args.num_envs * args.num_workers))
+    weights_queue, trajectories = channels.weights[worker], channels.trajectories[worker]
+    trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
+    weights = get_until_stopped(weights_queue, channels.stop)
     if weights is None:
         return
     agent.act.load_state_dict(weights)
-    episodes_sent, step = 0, start_step
+    episodes_sent, step = 0, start_step  # step: of all the workers, which explore in step (a round is one of each)
     while True:
         chunks = []
         for chunk_start in range(0, horizon, REFRESH_STEPS):
             chunks.append(explore(agent, env, min(REFRESH_STEPS, horizon - chunk_start), args, step))
-            step += chunks[-1][0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
-            weights = receive(channels.weights, channels.stop)  # the newest, if the learner has sent any since
+            step += min(REFRESH_STEPS, horizon - chunk_start) * args.num_envs * args.num_workers
+            weights = receive(weights_queue, channels.stop)  # the newest, if the learner has sent any since
             if weights is not None:
                 agent.act.load_state_dict(weights)
         trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
         new_episodes = episode_count(env) - episodes_sent
         returns = [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
         episodes_sent = episode_count(env)
-        if not put_until_stopped(channels.trajectories, (trajectory, returns), channels.stop) or is_stopping(channels.stop):
+        if not put_until_stopped(trajectories, (trajectory, returns), channels.stop) or is_stopping(channels.stop):
             break
+
+
+def merge_trajectories(trajectories: list[tuple[torch.Tensor, ...]], if_off_policy: bool, num_envs: int
+                       ) -> tuple[torch.Tensor, ...]:
+    """The workers' trajectories of one round (each of num_envs env copies and the same horizon) as the trajectory of
+    one vector env of num_envs * num_workers copies, worker by worker at every step: on-policy (T, N, ...) tensors
+    side by side along N; off-policy (T * N, ...) ones in the same step-then-env order."""
+    if len(trajectories) == 1:
+        return trajectories[0]
+    if not if_off_policy:
+        return tuple(torch.cat(parts, dim=1) for parts in zip(*trajectories))
+    return tuple(torch.cat([part.unflatten(0, (-1, num_envs)) for part in parts], dim=1).flatten(0, 1)
+                 for parts in zip(*trajectories))
 
 
 def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
@@ -1209,8 +1243,9 @@ def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
     step, episodes = run_state["step"], run_state["episodes"]
     start_time = time.time() - (run_state["evaluator"] or {"seconds": 0.0})["seconds"]  # max_time counts all sessions
     print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
-    channels.weights.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
-    put_newest(channels.weights, cpu_state_dict(agent.act))
+    for weights_queue in channels.weights:
+        weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
+        put_newest(weights_queue, cpu_state_dict(agent.act))
     return_sum, last_save_time, reason = 0.0, time.time(), None  # return_sum: of this session's episodes
 
     def save():  # with the recorder's newest state, which its last evaluation wrote before the stop
@@ -1219,13 +1254,14 @@ def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
                          "evaluator": load_weights(os.path.join(args.cwd, RECORDER_STATE), "cpu")})
 
     while reason is None:
-        item = get_until_stopped(channels.trajectories, channels.stop)
-        if item is None:
+        items = [get_until_stopped(trajectories, channels.stop) for trajectories in channels.trajectories]
+        if None in items:
             break
-        trajectory, returns = item
-        check_finite(trajectory, step, args.num_envs, save)
+        trajectory = merge_trajectories([item[0] for item in items], args.agent.if_off_policy, args.num_envs)
+        returns = [value for item in items for value in item[1]]
+        check_finite(trajectory, step, args.num_envs * args.num_workers, save)
         buffer.extend(*trajectory)  # both buffers move it to the learner's device
-        step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else args.num_envs)
+        step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else trajectory[0].shape[1])
         episodes, return_sum = episodes + len(returns), return_sum + sum(returns)
         stats, weights = {}, None
         if not ready_to_learn(args, step, buffer):
@@ -1233,7 +1269,8 @@ def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
         else:
             stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
             weights = cpu_state_dict(agent.act)
-            put_newest(channels.weights, weights)
+            for weights_queue in channels.weights:
+                put_newest(weights_queue, weights)
         reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - start_time)
         put_newest(channels.reports, LearnerReport(step, episodes, return_sum, stats, weights, reason))  # evaluated when due
         if time.time() - last_save_time >= args.save_gap:

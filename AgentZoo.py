@@ -352,7 +352,7 @@ class HindsightReplayBuffer(ReplayBuffer):
         The episode bookkeeping holds for the capacity and the env copies it was written with only."""
         for name in ("max_len", "num_envs"):
             if state[name] != getattr(self, name):
-                setting = "max_memo" if name == "max_len" else name
+                setting = "max_memo" if name == "max_len" else "num_envs * num_workers"  # a round's env copies
                 raise ValueError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved hindsight replay "
                                  f"was written with {setting}={state[name]}; resume with that, or if_save_buffer=False")
         super().load_state_dict(state)

@@ -96,6 +96,7 @@ def test_override_of_the_wrong_type(item, message):
     ("soft_update_tau", 2.0, r"in \(0, 1\]"), ("eval_gap", -1.0, ">= 0"), ("batch_size", 32.5, "integer"),
     ("random_steps", -1, ">= 0"), ("random_steps", 100.5, "integer"),
     ("seed", 1.5, "integer"), ("eval_times", 2.5, "integer"),  # integer fields by their annotation
+    ("num_workers", 0, ">= 1"), ("num_workers", 2.0, "integer"),
 ])
 def test_bad_values_are_refused(field, value, accepted, tmp_path):
     args = Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "run"), **{field: value})
@@ -156,6 +157,13 @@ def test_command_line_refuses_unknown_key():
     assert result.returncode != 0
     assert "unknown key 'no_such_key'; Arguments has" in result.stderr and "break_step" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_workers_in_the_serial_loop_are_refused(tmp_path):
+    args = Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "run"), num_workers=2, if_multiprocess=False)
+    with pytest.raises(ValueError, match=r"num_workers=2 is not accepted with if_multiprocess=False: the explorers are "
+                                         r"processes of a multiprocess run; pass if_multiprocess=True"):
+        train_and_evaluate(args)
 
 
 def test_random_steps_of_an_on_policy_agent_is_refused(tmp_path):

@@ -119,8 +119,10 @@ def test_bit_flipping_is_solved_by_d3qn_with_hindsight_only(her_k, if_solved, tm
     assert result["if_solved"] == if_solved and (if_solved or result["best_return"] == -12), result
 
 
-def test_hindsight_with_vector_envs_in_processes(tmp_path):
-    result = train_and_evaluate(Arguments(agent="AgentTD3", env=make_point_goal_env(), num_envs=2, if_multiprocess=True,
+@pytest.mark.parametrize("num_envs, num_workers", [(2, 1), (1, 2)])  # one explorer's two copies; two explorers' one
+def test_hindsight_with_vector_envs_in_processes(num_envs, num_workers, tmp_path):
+    result = train_and_evaluate(Arguments(agent="AgentTD3", env=make_point_goal_env(), num_envs=num_envs,
+                                          num_workers=num_workers, if_multiprocess=True,
                                           break_step=6000, random_steps=1000, target_return=-10.0, eval_gap=0,
                                           cwd=str(tmp_path / "run")))
     assert result["if_solved"], result
@@ -156,7 +158,7 @@ def test_resume_with_other_env_copies_is_refused():
     buffer.extend(*trajectory(0, [[1, 1], [0, 1], [1, 1]]))
     other = HindsightReplayBuffer(16, 3, 1, False, goal_dim=1, feedback=feedback, her_k=4, num_envs=1,
                                   reward_scale=REWARD_SCALE, gamma=GAMMA)
-    with pytest.raises(ValueError, match=r"num_envs=1 is not accepted on resume: .* written with num_envs=2"):
+    with pytest.raises(ValueError, match=r"num_envs \* num_workers=1 is not accepted on resume: .* written with num_envs \* num_workers=2"):
         other.load_state_dict(buffer.state_dict())
 
 

@@ -41,9 +41,11 @@ def start_mp_run():
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=default_sigint)
         first_line = proc.stdout.readline()
-        pids = {name: int(pid) for name, pid in re.findall(r"(explorer|learner) pid (\d+)", first_line)}
+        pids = {name: int(pid) for name, pid in re.findall(r"(explorer(?: \d+)?|learner) pid (\d+)", first_line)}
         started.append((proc, pids))
-        assert set(pids) == {"explorer", "learner"}, first_line
+        workers = int(next((item.split("=")[1] for item in extra if item.startswith("num_workers=")), 1))
+        explorers = ["explorer"] if workers == 1 else [f"explorer {worker}" for worker in range(workers)]
+        assert set(pids) == {*explorers, "learner"}, first_line
         return proc, pids
 
     yield start
@@ -69,9 +71,33 @@ def test_multiprocess_run_reaches_target(agent, env, target_return, break_step, 
     assert (tmp_path / "run" / "checkpoint" / "run_state.pt").is_file()
 
 
-@pytest.mark.parametrize("victim", ["explorer", "learner"])
-def test_killed_child_stops_the_run_with_an_error_and_no_orphans(victim, tmp_path, start_mp_run):
-    proc, pids = start_mp_run(tmp_path / "run")
+@pytest.mark.parametrize("agent, env, target_return, break_step", [
+    ("AgentDiscretePPO", "CartPole-v1", 475, 100_000),  # a round gathers both workers' rollouts
+    ("AgentSAC", "Pendulum-v1", -250, 16_000),  # the learner updates once per round of both workers' transitions
+])
+def test_two_workers_reach_the_target_and_every_episode_is_counted(agent, env, target_return, break_step, tmp_path):
+    result = train_and_evaluate(Arguments(agent=agent, env=env, cwd=str(tmp_path / "run"), break_step=break_step,
+                                          target_return=target_return, eval_gap=1, num_workers=2))
+    assert result["if_solved"], result
+    if env == "Pendulum-v1":  # every episode is 200 steps: the episodes of both explorers, none twice
+        run_state = AgentRun.read_run_state(str(tmp_path / "run"))
+        assert run_state["episodes"] == 2 * (run_state["step"] // 2 // 200) > 0, run_state
+
+
+def test_workers_trajectories_merge_as_one_vector_env():
+    """Worker w's env copies follow worker w-1's at every step, as the copies of one vector env do."""
+    on_policy = [torch.tensor([[1.0], [2.0]]), torch.tensor([[10.0], [20.0]])]  # (T=2, N=1) of two workers
+    merged, = AgentRun.merge_trajectories([(part,) for part in on_policy], if_off_policy=False, num_envs=1)
+    assert merged.tolist() == [[1.0, 10.0], [2.0, 20.0]]
+    # off-policy (T * N,) with N=2: step 0 env 0, step 0 env 1, step 1 env 0, step 1 env 1
+    off_policy = [torch.tensor([0.0, 1, 2, 3]), torch.tensor([10.0, 11, 12, 13])]
+    merged, = AgentRun.merge_trajectories([(part,) for part in off_policy], if_off_policy=True, num_envs=2)
+    assert merged.tolist() == [0.0, 1, 10, 11, 2, 3, 12, 13]
+
+
+@pytest.mark.parametrize("victim, workers", [("explorer", 1), ("learner", 1), ("explorer 1", 2)])
+def test_killed_child_stops_the_run_with_an_error_and_no_orphans(victim, workers, tmp_path, start_mp_run):
+    proc, pids = start_mp_run(tmp_path / "run", f"num_workers={workers}")
     wait_for(str(tmp_path / "run" / "recorder.csv"))
     os.kill(pids[victim], signal.SIGKILL)
     start = time.time()
