@@ -97,8 +97,8 @@ class Arguments:
     # observations); a resumed run then refills it before it learns again. None: the agent's default (True)
     if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_multiprocess);
     # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
-    num_workers: int = 1  # explorer processes of a multiprocess run, each with num_envs env(s) of its own, >= 1;
-    # above 1 implies if_multiprocess (History/UPDATE_LOG.md: what 2 bought on 2 cores)
+    num_workers: int | None = None  # explorer processes of a multiprocess run (AgentA3C: its learning workers), each
+    # with num_envs env(s) of its own, >= 1; above 1 implies if_multiprocess. None: the agent's default (1; A3C: 2)
     start_method: str | None = None  # multiprocessing start method: None (the platform's; spawn where CUDA is
     # available, since a forked child cannot use the parent's CUDA), 'spawn', 'fork', 'forkserver'
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
@@ -122,13 +122,7 @@ class Arguments:
                              f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                              f"use one of {', '.join(suitable)}")
         self.agent = agent_class
-        if_workers = isinstance(self.num_workers, int) and self.num_workers > 1  # check_values refuses the rest
-        if if_workers and self.if_multiprocess is False:
-            raise ValueError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the explorers "
-                             f"are processes of a multiprocess run; pass if_multiprocess=True (or leave it None), or "
-                             f"num_workers=1")
-        if if_workers:
-            self.if_multiprocess = True
+        if_serial_asked = self.if_multiprocess is False  # by the user: the agent's default fills it below
         own_settings = agent_settings(agent_class)
         for name in sorted(AGENT_KNOBS - set(own_settings)):  # set for an agent that would quietly ignore it
             if getattr(self, name) is not None:
@@ -148,6 +142,14 @@ class Arguments:
         if self.cwd is None:
             self.cwd = f"./{agent_class.__name__}_{env_info.env_name}_{self.seed}"
         self.check_values()
+        if agent_class.if_async and if_serial_asked:
+            raise ValueError(f"if_multiprocess=False is not accepted: {agent_class.__name__} learns in num_workers "
+                             f"processes of its own (train_async); pass if_multiprocess=True, or leave it None")
+        if self.num_workers > 1 and if_serial_asked:
+            raise ValueError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the explorers "
+                             f"are processes of a multiprocess run; pass if_multiprocess=True (or leave it None), or "
+                             f"num_workers=1")
+        self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
         if self.start_method not in (None, *mp.get_all_start_methods()):
             raise ValueError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
         if self.if_tensorboard:
@@ -877,12 +879,14 @@ def print_banner(args: Arguments, env_info: EnvInfo, step: int, where: str):
 
 def train_and_evaluate(args: Arguments) -> dict:
     """Train until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C, in one process
-    (train_serial) or with an explorer and a learner process beside this one (train_multiprocess), as
-    if_multiprocess says (None: the agent's default, the loop measured faster for it). Returns how it stopped."""
+    (train_serial) or with explorer and learner processes beside this one (train_multiprocess), as
+    if_multiprocess says (None: the agent's default, the loop measured faster for it); an asynchronous agent (A3C)
+    in its workers' processes (train_async). Returns how it stopped."""
     env_info = prepare_env(args.env)[1]
     args.resolve(env_info)
     args.prepare_cwd()
-    stop_reason, step, evaluator = (train_multiprocess if args.if_multiprocess else train_serial)(args, env_info)
+    loop = train_async if args.agent.if_async else train_multiprocess if args.if_multiprocess else train_serial
+    stop_reason, step, evaluator = loop(args, env_info)
     seconds = time.time() - evaluator.start_time
     print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
           f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
@@ -1191,15 +1195,26 @@ def put_until_stopped(q, item, stop_event) -> bool:
 REFRESH_STEPS = 32
 
 
-def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int, worker: int):
-    """Explorer `worker` of num_workers: its env copies are seeded after the earlier workers' (as one vector env's
-    copies are), and its exploration noise from a stream of its own."""
+def build_worker(args: Arguments, env_info: EnvInfo, start_step: int, worker: int) -> tuple[AgentBase, gym.Env]:
+    """The CPU agent and the env of worker `worker` of num_workers: its env copies seeded after the earlier workers'
+    (as one vector env's copies are), its exploration noise from a stream of its own (the learner draws from seed)."""
     torch.set_num_threads(1)
-    torch.manual_seed(args.seed + start_step + 1 + worker)  # the learner draws from seed: noise gets its own streams
+    torch.manual_seed(args.seed + start_step + 1 + worker)
     agent = build_agent(args, env_info, device="cpu")
     env = build_explore_env(args)
     # as in the serial loop, resumed runs start new episodes
     agent.last_state = env.reset(seed=args.seed + start_step + worker * args.num_envs)[0]
+    return agent, env
+
+
+def new_returns(env, episodes_seen: int) -> list[float]:
+    """The returns of the env's episodes after the first episodes_seen (gymnasium's RecordEpisodeStatistics)."""
+    new_episodes = episode_count(env) - episodes_seen
+    return [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
+
+
+def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int, worker: int):
+    agent, env = build_worker(args, env_info, start_step, worker)
     horizon = max(1, args.target_step // (args.num_envs * args.num_workers))
     weights_queue, trajectories = channels.weights[worker], channels.trajectories[worker]
     trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
@@ -1217,9 +1232,7 @@ def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, sta
             if weights is not None:
                 agent.act.load_state_dict(weights)
         trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
-        new_episodes = episode_count(env) - episodes_sent
-        returns = [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
-        episodes_sent = episode_count(env)
+        returns, episodes_sent = new_returns(env, episodes_sent), episode_count(env)
         if not put_until_stopped(trajectories, (trajectory, returns), channels.stop) or is_stopping(channels.stop):
             break
 
@@ -1280,6 +1293,87 @@ def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
         time.sleep(0.05)
     if mp.parent_process().is_alive():  # a killed run keeps its last periodic checkpoint, as a serial one does
         save()
+
+
+# ---- asynchronous body (A3C) ----
+
+
+def train_async(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
+    """An asynchronous agent's loop (AgentZoo.AgentA3C): its networks and optimizer statistics in shared memory, on
+    the CPU, stepped without locks by num_workers processes that each explore and learn (async_worker_process);
+    this process counts their steps, evaluates a copy of the shared actor when due, and checkpoints the shared agent
+    every save_gap seconds (a copy taken while workers step it, as lock-free as their own reads) and, after the
+    workers have left, at the stop. A worker that raises or dies stops the run with an error naming it."""
+    torch.set_num_threads(args.num_threads)
+    torch.manual_seed(args.seed)
+    shared = build_agent(args, env_info, device="cpu")
+    run_state = start_state(args, shared)
+    shared.share()
+    step, episodes = run_state["step"], run_state["episodes"]
+    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
+    recorder = build_agent(args, env_info, device="cpu")  # evaluates copies of the shared actor
+    ctx = mp.get_context(start_method_for(args.start_method))
+    channels = Channels(ctx.Event(), ctx.Queue(), (), (), ctx.Queue())  # reports: (transitions, returns, stats)
+    workers = [ctx.Process(target=run_child, name=f"worker {worker}", daemon=True,
+                           args=(async_worker_process, channels, args, env_info, step, worker, shared))
+               for worker in range(args.num_workers)]
+
+    def save():
+        save_checkpoint(args.cwd, shared, None, {"step": step, "episodes": episodes, "evaluator": evaluator.state_dict(),
+                                                 "rng": rng_states()})
+
+    stop_reason, stats, returns, last_save_time = None, {}, [], time.time()  # returns: since the last evaluation
+    with children_started(workers) as ctrl_c:
+        print_banner(args, env_info, step, "asynchronous: " + ", ".join(f"{child.name} pid {child.pid}" for child in workers))
+        try:
+            while stop_reason is None and not ctrl_c:
+                raise_if_failed(workers, channels.errors)
+                report = receive(channels.reports, channels.stop, timeout=0.2)
+                if report is None:
+                    continue
+                transitions, worker_returns, stats = report
+                step, episodes, returns = step + transitions, episodes + len(worker_returns), returns + worker_returns
+                stop_reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - evaluator.start_time)
+                if evaluator.if_due() or stop_reason is not None:
+                    recorder.act.load_state_dict(shared.act.state_dict())
+                    explore_return = float(np.mean(returns)) if returns else math.nan
+                    avg_return = evaluator.evaluate_and_save(recorder, step, episodes, explore_return, stats)
+                    stop_reason, returns = target_reason(args, avg_return) or stop_reason, []
+                if time.time() - last_save_time >= args.save_gap:
+                    save()
+                    last_save_time = time.time()
+            stop_reason = stop_reason or "Ctrl-C"
+        finally:
+            terminated = stop_children(workers, channels)
+            # count what the workers learnt from after the last report read (whole reports only: a killed writer
+            # can leave half of one in the pipe, and reading it would wait forever)
+            while all(child.exitcode == 0 for child in workers) and (report := receive(channels.reports, channels.stop)):
+                step, episodes = step + report[0], episodes + len(report[1])
+            evaluator.finish()
+            save()  # nothing steps the shared networks any more (a worker killed in a step may have left it half-done)
+    raise_if_failed([child for child in workers if child not in terminated], channels.errors)
+    return stop_reason, step, evaluator
+
+
+def async_worker_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int, worker: int,
+                         shared: AgentBase):
+    """A3C's worker (Algorithm S3): explore target_step steps with its copy of the networks, step the shared ones with
+    the rollout's gradients (AgentA3C.update_net), report, repeat until the run stops."""
+    agent, env = build_worker(args, env_info, start_step, worker)
+    agent.attach(shared)
+    buffer = RolloutBuffer()
+    horizon = max(1, args.target_step // args.num_envs)  # each worker's rollout: one A2C update's
+    episodes_sent, step = 0, start_step  # step: this worker's own, for error messages
+    while not is_stopping(channels.stop):
+        trajectory = explore(agent, env, horizon, args, step)
+        check_finite(trajectory, step, args.num_envs, save=lambda: None)  # the recorder saves at the stop this causes
+        buffer.extend(*trajectory)
+        stats = agent.update_net(buffer)
+        step += horizon * args.num_envs
+        returns, episodes_sent = new_returns(env, episodes_sent), episode_count(env)
+        channels.reports.put((horizon * args.num_envs, returns, stats))
+    channels.reports.close()  # the last report reaches the pipe before the worker leaves: its steps are counted
+    channels.reports.join_thread()
 
 
 # ---- outputs ----

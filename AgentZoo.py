@@ -452,6 +452,7 @@ class AgentBase:
     cri_class: type
     if_act_target = if_cri_target = False  # whether to keep frozen target copies of the actor and the critic
     if_act_optimizer = True  # False: something other than Adam moves the actor (TRPO's line search)
+    if_async = False  # True: workers step shared networks without a learner (AgentA3C; AgentRun.train_async)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -526,6 +527,7 @@ class AgentOffPolicy(AgentBase):
 
     if_off_policy = True
     train_defaults = dict(net_dim=128, batch_size=128, max_memo=2 ** 20, target_step=256, repeat_times=1.0, num_envs=1,
+                          num_workers=1,
                           # uniformly random actions before learning, as the TD3 paper does (section 6.1): without them
                           # TD3's policy settled into hovering on LunarLanderContinuous-v3 (History/UPDATE_LOG.md)
                           random_steps=10_000,
@@ -911,7 +913,7 @@ class AgentPPO(AgentBase):
     if_off_policy = False
     act_class, cri_class = ActorPPO, CriticValue
     train_defaults = dict(net_dim=64, batch_size=256, target_step=2048, repeat_times=8, num_envs=8,  # repeat_times: epochs
-                          if_multiprocess=True)  # LunarLanderContinuous: measured faster in processes (History/)
+                          num_workers=1, if_multiprocess=True)  # LunarLanderContinuous: measured faster in processes (History/)
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
                           ratio_clip=0.2,  # the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip]
@@ -1058,6 +1060,84 @@ class AgentVPG(AgentA2C):
 
 class AgentDiscreteVPG(AgentVPG, AgentDiscreteA2C):
     """VPG with a categorical policy: AgentVPG's update, AgentDiscreteA2C's actor and entropy bonus."""
+
+
+# ---- asynchronous advantage actor-critic (A3C) ----
+
+
+class SharedStep:
+    """The optimizer of an A3C worker's own copy of a network: its step hands the copy's gradients to the shared
+    network and steps that with the shared optimizer (A3C paper, Algorithm S3: gradients of the thread's theta',
+    applied to the shared theta asynchronously, without locks). param_groups are the copy's, so that optimizer_step
+    clips the copy's gradients."""
+
+    def __init__(self, net: nn.Module, shared_net: nn.Module, shared_optimizer: torch.optim.Optimizer):
+        self.param_groups = [{"params": list(net.parameters())}]
+        self.pairs = list(zip(net.parameters(), shared_net.parameters(), strict=True))
+        self.shared_optimizer = shared_optimizer
+
+    def zero_grad(self, set_to_none: bool = True):
+        for param, _ in self.pairs:
+            param.grad = None
+
+    def step(self):
+        for param, shared_param in self.pairs:
+            shared_param.grad = param.grad  # this process's own .grad of the shared tensor: gradients are not shared
+        self.shared_optimizer.step()
+
+
+class AgentA3C(AgentA2C):
+    """A3C (Mnih et al. arXiv:1602.01783, Algorithm S3): num_workers processes (AgentRun.train_async), each with its
+    own env(s) and copy of the networks, step one shared set of networks in shared memory with A2C's gradients of
+    their own rollouts, asynchronously and without locks; the optimizer's statistics are shared as well (the paper's
+    shared RMSProp, section 4; Adam here, as every agent's). A worker's copy takes the shared weights after each step."""
+
+    if_async = True
+    train_defaults = AgentA2C.train_defaults | dict(num_workers=2, if_multiprocess=True)  # its workers are processes
+    shared = None  # the shared agent of a worker (attach); None: this agent steps its own networks, as A2C does
+
+    def share(self):
+        """Make this agent the shared one: its networks and its optimizers' statistics in shared memory. Statistics
+        not there yet (a new run's) are created by a step with zero gradients, in which Adam moves nothing, and its
+        step count set back to 0, so that the first real step is bias-corrected as the first."""
+        for net, optimizer in ((self.act, self.act_optimizer), (self.cri, self.cri_optimizer)):
+            if not optimizer.state:
+                for param in net.parameters():
+                    param.grad = torch.zeros_like(param)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                for state in optimizer.state.values():
+                    state["step"].zero_()
+            net.share_memory()
+            for value in (value for state in optimizer.state.values() for value in state.values()):
+                if isinstance(value, torch.Tensor):
+                    value.share_memory_()
+
+    def attach(self, shared: "AgentA3C"):
+        """Make this agent a worker of `shared`: its optimizers step the shared networks, its networks start as theirs."""
+        self.shared = shared
+        self.act_optimizer = SharedStep(self.act, shared.act, shared.act_optimizer)
+        self.cri_optimizer = SharedStep(self.cri, shared.cri, shared.cri_optimizer)
+        self.pull()
+
+    def pull(self):
+        """theta' <- theta: this worker's copy takes the shared weights (load_state_dict copies them)."""
+        self.act.load_state_dict(self.shared.act.state_dict())
+        self.cri.load_state_dict(self.shared.cri.state_dict())
+
+    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
+                   ) -> dict[str, float]:
+        """A2C's step of the rollout's gradients, applied to the shared networks; then this copy takes their weights."""
+        stats = super().update_net(buffer)
+        if self.shared is not None:
+            self.pull()
+        return stats
+
+
+class AgentDiscreteA3C(AgentA3C, AgentDiscreteA2C):
+    """A3C with a categorical policy: AgentA3C's workers, AgentDiscreteA2C's actor and entropy bonus."""
+
+    hyper_defaults = AgentDiscreteA2C.hyper_defaults
 
 
 # ---- natural gradient (TRPO) ----

@@ -45,7 +45,8 @@ def git_commit() -> str:
 
 SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agents of each one's action type
     "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentC51", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO",
-                    "AgentDiscreteA2C", "AgentDiscreteVPG", "AgentDiscreteTRPO", "AgentDiscreteACKTR", "AgentACER"],
+                    "AgentDiscreteA2C", "AgentDiscreteA3C", "AgentDiscreteVPG", "AgentDiscreteTRPO", "AgentDiscreteACKTR",
+                    "AgentACER"],
     "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentACER"],
     "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentPPO", "AgentVPG", "AgentTRPO", "AgentACKTR"],
     "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO"],
@@ -54,6 +55,7 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
 }
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
           "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC",
+          "AgentDiscreteA3C": "A2C",  # SB3 has no A3C: A2C is its synchronous version
           "AgentC51": "QRDQN", "AgentRainbow": "QRDQN",  # distributional: sb3-contrib's QR-DQN
           "AgentDiscreteSAC": "DQN",  # SB3's SAC has no discrete actions
           "AgentVPG": "A2C", "AgentDiscreteVPG": "A2C",  # SB3 has no VPG; A2C is its plain policy gradient
@@ -86,7 +88,8 @@ def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict
             with open(os.path.join(cwd, "run", "recorder.csv")) as f:
                 row = next(row for row in csv.DictReader(f) if float(row["avg_return"]) >= target)
             steps, seconds = int(row["step"]), round(float(row["seconds"]), 1)
-    ran = loop if loop == "sb3" or loop[2:].isdigit() else "mp" if "| multiprocess:" in out.stdout else "serial"
+    ran = (loop if loop == "sb3" or loop[2:].isdigit() else "mp" if "| multiprocess:" in out.stdout
+           else "async" if "| asynchronous:" in out.stdout else "serial")
     return {"steps": steps, "seconds": seconds, "solved": solved, "loop": ran}
 
 
