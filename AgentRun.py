@@ -1314,8 +1314,10 @@ def train_async(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator
     recorder = build_agent(args, env_info, device="cpu")  # evaluates copies of the shared actor
     ctx = mp.get_context(start_method_for(args.start_method))
     channels = Channels(ctx.Event(), ctx.Queue(), (), (), ctx.Queue())  # reports: (transitions, returns, stats)
+    # the steps the workers have taken or begun: they stop at break_step themselves, however far this process lags
+    steps_begun = ctx.Value("q", step)
     workers = [ctx.Process(target=run_child, name=f"worker {worker}", daemon=True,
-                           args=(async_worker_process, channels, args, env_info, step, worker, shared))
+                           args=(async_worker_process, channels, args, env_info, step, worker, shared, steps_begun))
                for worker in range(args.num_workers)]
 
     def save():
@@ -1356,15 +1358,20 @@ def train_async(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator
 
 
 def async_worker_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int, worker: int,
-                         shared: AgentBase):
+                         shared: AgentBase, steps_begun):
     """A3C's worker (Algorithm S3): explore target_step steps with its copy of the networks, step the shared ones with
-    the rollout's gradients (AgentA3C.update_net), report, repeat until the run stops."""
+    the rollout's gradients (AgentA3C.update_net), report, repeat until the run stops or the workers together have
+    begun break_step steps (steps_begun, counted before each rollout)."""
     agent, env = build_worker(args, env_info, start_step, worker)
     agent.attach(shared)
     buffer = RolloutBuffer()
     horizon = max(1, args.target_step // args.num_envs)  # each worker's rollout: one A2C update's
     episodes_sent, step = 0, start_step  # step: this worker's own, for error messages
     while not is_stopping(channels.stop):
+        with steps_begun.get_lock():
+            if steps_begun.value >= args.break_step:
+                break
+            steps_begun.value += horizon * args.num_envs
         trajectory = explore(agent, env, horizon, args, step)
         check_finite(trajectory, step, args.num_envs, save=lambda: None)  # the recorder saves at the stop this causes
         buffer.extend(*trajectory)
