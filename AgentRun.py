@@ -10,6 +10,7 @@ import contextlib
 import copy
 import csv
 import dataclasses
+import io
 import itertools
 import json
 import math
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.distributed as dist
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
@@ -99,6 +101,8 @@ class Arguments:
     # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
     num_workers: int | None = None  # explorer processes of a multiprocess run (AgentA3C: its learning workers), each
     # with num_envs env(s) of its own, >= 1; above 1 implies if_multiprocess. None: the agent's default (1; A3C: 2)
+    dist_backend: str | None = None  # under torchrun (train_distributed): 'gloo' (CPU) or 'nccl' (CUDA); None: nccl
+    # where CUDA is available, else gloo
     start_method: str | None = None  # multiprocessing start method: None (the platform's; spawn where CUDA is
     # available, since a forked child cannot use the parent's CUDA), 'spawn', 'fork', 'forkserver'
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
@@ -122,6 +126,8 @@ class Arguments:
                              f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                              f"use one of {', '.join(suitable)}")
         self.agent = agent_class
+        if torchrun_world() is not None:
+            self.check_data_parallel()
         if_serial_asked = self.if_multiprocess is False  # by the user: the agent's default fills it below
         own_settings = agent_settings(agent_class)
         for name in sorted(AGENT_KNOBS - set(own_settings)):  # set for an agent that would quietly ignore it
@@ -164,6 +170,29 @@ class Arguments:
             raise ValueError(f"break_step={self.break_step} is not accepted: {agent_class.__name__} explores at random "
                              f"for its first random_steps={self.random_steps} steps and learns only after them; "
                              f"pass a break_step above random_steps, or a smaller random_steps")
+
+    def check_data_parallel(self):
+        """Under torchrun every rank runs train_distributed's loop: one process, plain gradient steps."""
+        name, world = self.agent.__name__, torchrun_world()[1]
+        if not self.agent.if_data_parallel:
+            parallel = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if cls.if_data_parallel)
+            raise ValueError(f"{name} is not accepted under torchrun: its steps are not plain gradient steps that the "
+                             f"ranks could average (a line search, Fisher factors, or A3C's own workers); use one of "
+                             f"{parallel}, or python AgentRun.py")
+        if self.if_multiprocess or (self.num_workers or 1) > 1:
+            raise ValueError(f"if_multiprocess={self.if_multiprocess}, num_workers={self.num_workers} is not accepted "
+                             f"under torchrun: each rank is one learner that explores in its own process; leave "
+                             f"if_multiprocess and num_workers at None, or run python AgentRun.py")
+        self.if_multiprocess = False
+        batch_size = self.batch_size if self.batch_size is not None else self.agent.train_defaults.get("batch_size")
+        if batch_size is not None and batch_size % world:
+            raise ValueError(f"batch_size={batch_size} is not accepted with {world} ranks: each rank takes "
+                             f"batch_size / world size samples of every batch; pass a multiple of {world}")
+        if self.dist_backend not in (None, "gloo", "nccl"):
+            raise ValueError(f"dist_backend={self.dist_backend!r} is not accepted: 'gloo', 'nccl' or None")
+        if self.dist_backend == "nccl" and not torch.cuda.is_available():
+            raise ValueError("dist_backend='nccl' is not accepted: NCCL needs CUDA, and torch sees no GPU here; "
+                             "pass dist_backend='gloo' (or None, which picks gloo without CUDA)")
 
     def check_hindsight(self, env_info: "EnvInfo"):
         """HindsightReplayBuffer relabels one-step transitions of a goal env, drawn uniformly."""
@@ -881,12 +910,19 @@ def train_and_evaluate(args: Arguments) -> dict:
     """Train until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C, in one process
     (train_serial) or with explorer and learner processes beside this one (train_multiprocess), as
     if_multiprocess says (None: the agent's default, the loop measured faster for it); an asynchronous agent (A3C)
-    in its workers' processes (train_async). Returns how it stopped."""
+    in its workers' processes (train_async); under torchrun as one of its data-parallel learners (train_distributed).
+    Returns how it stopped."""
     env_info = prepare_env(args.env)[1]
     args.resolve(env_info)
-    args.prepare_cwd()
-    loop = train_async if args.agent.if_async else train_multiprocess if args.if_multiprocess else train_serial
-    stop_reason, step, evaluator = loop(args, env_info)
+    world = torchrun_world()
+    if world is None:
+        args.prepare_cwd()
+        loop = train_async if args.agent.if_async else train_multiprocess if args.if_multiprocess else train_serial
+        stop_reason, step, evaluator = loop(args, env_info)
+    else:
+        stop_reason, step, evaluator = train_distributed(args, env_info, *world)
+        if evaluator is None:  # a rank other than 0: rank 0 records and reports
+            return {"stop_reason": stop_reason, "step": step}
     seconds = time.time() - evaluator.start_time
     print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
           f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
@@ -1381,6 +1417,112 @@ def async_worker_process(channels: Channels, args: Arguments, env_info: EnvInfo,
         channels.reports.put((horizon * args.num_envs, returns, stats))
     channels.reports.close()  # the last report reaches the pipe before the worker leaves: its steps are counted
     channels.reports.join_thread()
+
+
+# ---- data-parallel learners (torch.distributed, under torchrun) ----
+
+
+def torchrun_world() -> tuple[int, int] | None:
+    """(rank, world size) of a process that torchrun started (it sets these variables), else None: a plain
+    `python AgentRun.py` never touches torch.distributed."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return None
+    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+
+
+def broadcast_agent(agent: AgentBase, rank: int):
+    """Every rank's agent becomes rank 0's (networks, targets, optimizer states): the same seed makes a new run's
+    equal anyway, but only rank 0 loads a resumed run's checkpoint. Sent as torch.save bytes, loaded weights_only."""
+    payload = [None]
+    if rank == 0:
+        file = io.BytesIO()
+        torch.save({name: part.state_dict() if hasattr(part, "state_dict") else part
+                    for name, part in agent.parts().items()}, file)
+        payload = [file.getvalue()]
+    dist.broadcast_object_list(payload, src=0)
+    if rank != 0:
+        state = torch.load(io.BytesIO(payload[0]), map_location=agent.device, weights_only=True)
+        for name, part in agent.parts().items():
+            if isinstance(part, torch.Tensor):
+                with torch.no_grad():
+                    part.copy_(state[name])
+            else:
+                part.load_state_dict(state[name])
+
+
+def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int) -> tuple[str, int, Evaluator | None]:
+    """One of `world` data-parallel learners (torchrun --nproc_per_node=N [--nnodes=M ...] AgentRun.py ...): every
+    rank explores target_step / world steps a round with its own env(s) and seeds into its own buffer, then takes the
+    agent's update with batch_size / world samples a batch, every gradient averaged over the ranks (optimizer_step),
+    so that a round is the serial loop's on world times the cores and the ranks' networks stay equal. Rank 0 also
+    evaluates, records and checkpoints (a resumed run starts from its checkpoint, sent to the others; their buffers
+    refill) and decides the stop, which every rank learns at the end of each round. gloo on CPU, NCCL on CUDA, one
+    GPU per rank (LOCAL_RANK). A rank that fails ends the job: torchrun stops the others and exits non-zero."""
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group(args.dist_backend or ("nccl" if torch.cuda.is_available() else "gloo"))
+    try:
+        if rank == 0:
+            args.prepare_cwd()
+        torch.set_num_threads(args.num_threads)
+        torch.manual_seed(args.seed)  # the same initial networks on every rank
+        agent = build_agent(args, env_info)
+        buffer = build_buffer(args, env_info, agent.device)
+        run_state = start_state(args, agent, buffer) if rank == 0 else None
+        shared_state = [run_state and {"step": run_state["step"], "episodes": run_state["episodes"]}]
+        dist.broadcast_object_list(shared_state, src=0)
+        step, episodes = shared_state[0]["step"], shared_state[0]["episodes"]
+        broadcast_agent(agent, rank)
+        if rank != 0:  # exploration noise of its own (rank 0 draws as the serial loop, or as its checkpoint left it)
+            torch.manual_seed(args.seed + step + rank)
+        evaluator = build_evaluator(args, env_info, step, run_state["evaluator"]) if rank == 0 else None
+        env = build_explore_env(args)
+        agent.last_state = env.reset(seed=args.seed + step + rank * args.num_envs)[0]
+        print_banner(args, env_info, step, f"rank {rank} of {world} pid {os.getpid()}, device {agent.device}")
+        horizon = max(1, args.target_step // (args.num_envs * world))  # steps of each env per round
+        batch_size = None if args.batch_size is None else args.batch_size // world
+        # off-policy: gradient steps per explored step of all ranks (ReplayBuffer.add_size counts this rank's)
+        repeat_times = args.repeat_times * world if args.agent.if_off_policy else args.repeat_times
+
+        def save():
+            save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
+                            {"step": step, "episodes": episodes, "evaluator": evaluator.state_dict(), "rng": rng_states()})
+
+        episodes_seen, returns, last_save_time, stop_reason = 0, [], time.time(), None  # returns: this rank's, unrecorded
+        while stop_reason is None:
+            trajectory = explore(agent, env, horizon, args, step)
+            check_finite(trajectory, step, args.num_envs, save if rank == 0 else lambda: None)
+            buffer.extend(*trajectory)
+            step += horizon * args.num_envs * world
+            # [ranks not ready to learn, episodes ended this round], summed over the ranks: all learn, or none
+            counts = torch.tensor([not ready_to_learn(args, step, buffer), episode_count(env) - episodes_seen],
+                                  device=agent.device)
+            dist.all_reduce(counts)
+            learns, new_episodes = counts[0].item() == 0, int(counts[1].item())
+            returns += new_returns(env, episodes_seen)
+            episodes, episodes_seen = episodes + new_episodes, episode_count(env)
+            if learns:
+                stats = agent.update_net(buffer, batch_size, repeat_times)
+            else:
+                buffer.add_size = 0
+            if rank == 0:
+                stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
+                if learns and (evaluator.if_due() or stop_reason is not None):
+                    explore_return, returns = float(np.mean(returns)) if returns else math.nan, []
+                    avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
+                    stop_reason = target_reason(args, avg_return) or stop_reason
+                stop_reason = stop_file_reason(args.cwd) or stop_reason
+                if stop_reason is not None:
+                    evaluator.finish()
+                if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
+                    save()
+                    last_save_time = time.time()
+            decided = [stop_reason]
+            dist.broadcast_object_list(decided, src=0)
+            stop_reason = decided[0]
+        return stop_reason, step, evaluator
+    finally:
+        dist.destroy_process_group()
 
 
 # ---- outputs ----

@@ -36,11 +36,21 @@ def soft_update(target: nn.Module, online: nn.Module, tau: float):
 
 
 def optimizer_step(optimizer: torch.optim.Optimizer, objective: torch.Tensor, clip_grad_norm: float | None = None):
-    """One gradient step of one network's objective with that network's own optimizer."""
+    """One gradient step of one network's objective with that network's own optimizer; among data-parallel learners
+    (torch.distributed initialised: AgentRun under torchrun) with the mean of every rank's gradients."""
     optimizer.zero_grad(set_to_none=True)
     objective.backward()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # each gradient becomes its mean over the ranks, in one all_reduce of them all: every rank then takes the
+        # same step from the same weights, and the ranks' networks stay equal (as DistributedDataParallel keeps them)
+        grads = [p.grad for p in params if p.grad is not None]  # the same ones on every rank: they run the same code
+        flat = torch.cat([grad.flatten() for grad in grads])
+        torch.distributed.all_reduce(flat)
+        flat /= torch.distributed.get_world_size()
+        for grad, mean in zip(grads, flat.split([grad.numel() for grad in grads])):
+            grad.copy_(mean.view_as(grad))
     if clip_grad_norm is not None:
-        params = [p for group in optimizer.param_groups for p in group["params"]]
         nn.utils.clip_grad_norm_(params, clip_grad_norm)
     optimizer.step()
 
@@ -453,6 +463,9 @@ class AgentBase:
     if_act_target = if_cri_target = False  # whether to keep frozen target copies of the actor and the critic
     if_act_optimizer = True  # False: something other than Adam moves the actor (TRPO's line search)
     if_async = False  # True: workers step shared networks without a learner (AgentA3C; AgentRun.train_async)
+    # False: its steps use more than gradients (a line search, Fisher factors), which the ranks of data-parallel
+    # learners (AgentRun.train_distributed) do not average, so their networks would part
+    if_data_parallel = True
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -495,12 +508,15 @@ class AgentBase:
         """Values beside the objectives that the recorder should log (SAC: its temperature)."""
         return {}
 
+    def parts(self) -> dict:
+        """Every network, target, optimizer and extra tensor that a checkpoint holds, by name."""
+        names = ("act", "act_target", "cri", "cri_target", "act_optimizer", "cri_optimizer") + self.extra_save_names()
+        return {name: getattr(self, name) for name in names  # DQN acts with its critic: one part
+                if getattr(self, name) is not None and not (name == "act" and self.act is self.cri)}
+
     def save_or_load_agent(self, cwd: str, if_save: bool):
-        """Every network, target and optimizer as `<cwd>/<name>.pt` state_dicts; loads with weights_only=True."""
-        for name in ("act", "act_target", "cri", "cri_target", "act_optimizer", "cri_optimizer") + self.extra_save_names():
-            obj = getattr(self, name)
-            if obj is None or (name == "act" and obj is self.cri):  # DQN acts with its critic: one file
-                continue
+        """Every part (parts) as `<cwd>/<name>.pt` state_dicts; loads with weights_only=True."""
+        for name, obj in self.parts().items():
             path = os.path.join(cwd, f"{name}.pt")
             if if_save:
                 torch.save(obj.state_dict() if hasattr(obj, "state_dict") else obj.detach().cpu(), path)
@@ -1093,6 +1109,7 @@ class AgentA3C(AgentA2C):
     shared RMSProp, section 4; Adam here, as every agent's). A worker's copy takes the shared weights after each step."""
 
     if_async = True
+    if_data_parallel = False  # its workers already share one model
     train_defaults = AgentA2C.train_defaults | dict(num_workers=2, if_multiprocess=True)  # its workers are processes
     shared = None  # the shared agent of a worker (attach); None: this agent steps its own networks, as A2C does
 
@@ -1207,6 +1224,7 @@ class AgentTRPO(AgentVPG):
     damping = 0.1  # added to the Fisher matrix's diagonal (fisher_vector_product)
     cg_iterations = 10  # conjugate-gradient products per step, the paper's (Appendix C)
     if_act_optimizer = False  # the actor moves by update_actor's line search; learning_rate is the critic's
+    if_data_parallel = False  # the line search's steps are not gradients the ranks could average
 
     def update_actor(self, batch: tuple[torch.Tensor, ...]) -> float:
         """x = F^-1 g by conjugate gradient, the step sqrt(2 max_kl / x.Fx) x, then the line search; returns the
@@ -1333,6 +1351,7 @@ class AgentACKTR(AgentA2C):
     # (History/UPDATE_LOG.md)
     train_defaults = AgentA2C.train_defaults | dict(target_step=2048)
     max_grad_norm = None  # the trust region bounds the step; a clip before it would rescale the natural gradient
+    if_data_parallel = False  # each rank's Kronecker factors would precondition the mean gradient differently
     stat_decay = 0.99  # the factors' running average, the baselines implementation's
 
     def new_optimizer(self, net: nn.Module) -> KFAC:

@@ -5,6 +5,7 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py tasks=CartPole-v1,Pendulum-v1 seeds=0,1,2 max_time=600
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=serial,mp
     python benchmarks/time_to_target.py agent=AgentSAC env=LunarLanderContinuous-v3 loops=mp,mp2  # 1 and 2 explorers
+    python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=ddp1,ddp2  # torchrun ranks
     python benchmarks/time_to_target.py table=6e4d2d5 tasks=CartPole-v1,Pendulum-v1  # README's table
     python benchmarks/time_to_target.py table=7e4dc4a tasks=LunarLander-v3 agents=AgentD3QN,AgentRainbow
 
@@ -67,12 +68,15 @@ PEER_PREFIX = "SB3-"
 
 def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict:
     """One run as a fresh process: our agent `name` in the serial or mp loop, the mp loop with N explorers ("mpN",
-    num_workers=N) or its default loop ("default"), or the peer SB3-<algo> ("sb3"). Returns steps, seconds, solved
-    and the loop that ran."""
+    num_workers=N), N data-parallel learners under torchrun ("ddpN") or its default loop ("default"), or the peer
+    SB3-<algo> ("sb3"). Returns steps, seconds, solved and the loop that ran."""
     with tempfile.TemporaryDirectory() as cwd:
         if loop == "sb3":
             command = [sys.executable, "benchmarks/peer_sb3.py", f"algo={name.removeprefix(PEER_PREFIX)}", f"env={env}",
                        f"seed={seed}", f"max_time={max_time}"]
+        elif loop.startswith("ddp"):
+            command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={loop[3:]}",
+                       "AgentRun.py", f"agent={name}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run", f"max_time={max_time}"]
         else:
             command = [sys.executable, "AgentRun.py", f"agent={name}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
                        f"max_time={max_time}"] + ([] if loop == "default" else [f"if_multiprocess={loop != 'serial'}"])
@@ -88,7 +92,7 @@ def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict
             with open(os.path.join(cwd, "run", "recorder.csv")) as f:
                 row = next(row for row in csv.DictReader(f) if float(row["avg_return"]) >= target)
             steps, seconds = int(row["step"]), round(float(row["seconds"]), 1)
-    ran = (loop if loop == "sb3" or loop[2:].isdigit() else "mp" if "| multiprocess:" in out.stdout
+    ran = (loop if loop == "sb3" or loop[2:].isdigit() or loop.startswith("ddp") else "mp" if "| multiprocess:" in out.stdout
            else "async" if "| asynchronous:" in out.stdout else "serial")
     return {"steps": steps, "seconds": seconds, "solved": solved, "loop": ran}
 
@@ -97,9 +101,10 @@ def plan_runs(options: dict) -> list[tuple[str, str, str]]:
     """(env, name, loop) of every run of one seed."""
     if "agent" in options:
         loops = options.get("loops", "default").split(",")
-        unknown = [loop for loop in loops if loop not in ("default", "serial", "mp") and not re.fullmatch(r"mp[1-9]\d*", loop)]
+        unknown = [loop for loop in loops if loop not in ("default", "serial", "mp") and not re.fullmatch(r"(mp|ddp)[1-9]\d*", loop)]
         if unknown:
-            raise SystemExit(f"loops={','.join(unknown)} is not accepted: default, serial, mp, or mpN (N explorers)")
+            raise SystemExit(f"loops={','.join(unknown)} is not accepted: default, serial, mp, mpN (N explorers) or ddpN "
+                             f"(N ranks under torchrun)")
         return [(options["env"], options["agent"], loop) for loop in loops]
     plan = []
     for env in options.get("tasks", ",".join(SUITE)).split(","):
@@ -157,7 +162,8 @@ def history_results(commit: str, tasks: list[str], agents: list[str] | None = No
             if row["commit"] == commit and row["env"] in tasks and (
                     agents is None or row["agent"] in agents or row["agent"].startswith(PEER_PREFIX)):
                 # several explorers are a loop apart; any other run of ours ran in its default loop or the one named
-                loop = "sb3" if row["agent"].startswith(PEER_PREFIX) else row["loop"] if row["loop"][2:].isdigit() else "default"
+                loop = ("sb3" if row["agent"].startswith(PEER_PREFIX) else row["loop"]
+                        if row["loop"][2:].isdigit() or row["loop"].startswith("ddp") else "default")
                 results.setdefault((row["env"], row["agent"], loop), []).append(
                     {"steps": int(row["steps"]), "seconds": float(row["seconds"]), "solved": row["solved"] == "True",
                      "loop": row["loop"]})

@@ -1,0 +1,128 @@
+"""Data-parallel learners under torchrun (gloo on CPU): equal networks on every rank, learning, two nodes on
+localhost, a killed rank, and the refusals."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from AgentRun import Arguments, prepare_env
+from AgentZoo import AgentSAC, ReplayBuffer
+from test_multiprocess import ROOT
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def learn_on_own_data(rank: int, world: int, init_file: str, results):
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    agent = AgentSAC(32, 3, 1, device="cpu")
+    buffer = ReplayBuffer(1000, 3, 1, if_discrete=False)
+    generator = torch.Generator().manual_seed(rank)  # each rank's own transitions
+    buffer.extend(torch.randn(256, 3, generator=generator), torch.rand(256, 1, generator=generator) * 2 - 1,
+                  torch.randn(256, generator=generator), torch.full((256,), 0.99), torch.randn(256, 3, generator=generator))
+    for _ in range(3):
+        buffer.add_size = 64
+        agent.update_net(buffer, 32, 1.0)
+    results[rank] = torch.cat([torch.nn.utils.parameters_to_vector(net.parameters()) for net in (agent.act, agent.cri)]).detach()
+    dist.destroy_process_group()
+
+
+def learned_networks(world: int, init_file: str) -> dict:
+    results = mp.Manager().dict()
+    mp.spawn(learn_on_own_data, args=(world, init_file, results), nprocs=world)
+    return dict(results)
+
+
+def test_ranks_that_learn_from_their_own_data_keep_equal_networks(tmp_path):
+    """Each rank steps with the mean of both ranks' gradients: equal networks, and not rank 0's alone."""
+    together = learned_networks(2, str(tmp_path / "init2"))
+    alone = learned_networks(1, str(tmp_path / "init1"))
+    assert torch.equal(together[0], together[1])
+    assert not torch.equal(together[0], alone[0])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_ppo_with_two_ranks_learns_cartpole(tmp_path):
+    out = subprocess.run(TORCHRUN + ["--standalone", "--nproc_per_node=2", "AgentRun.py", "agent=AgentDiscretePPO",
+                                     "env=CartPole-v1", f"cwd={tmp_path / 'run'}", "break_step=300000"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "rank 0 of 2" in out.stdout and "rank 1 of 2" in out.stdout
+    assert re.search(r"Stop: reached target_return 475.0", out.stdout), out.stdout[-2000:]
+    assert (tmp_path / "run" / "checkpoint" / "run_state.pt").is_file()
+
+
+def test_two_nodes_on_localhost_form_one_job_and_resume_from_rank_0(tmp_path):
+    """--nnodes=2, the several-machines path, simulated with two torchrun invocations on this one."""
+    port, cwd = free_port(), tmp_path / "run"
+
+    def launch(*extra):
+        return [subprocess.Popen(TORCHRUN + ["--nnodes=2", "--nproc_per_node=1", f"--node_rank={node}",
+                                             "--master_addr=127.0.0.1", f"--master_port={port}", "AgentRun.py",
+                                             *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for node in (0, 1)]
+
+    nodes = launch("agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}", "break_step=2048", "random_steps=1024",
+                   "target_return=0")
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
+    assert "rank 0 of 2" in outputs[0][0] and "rank 1 of 2" in outputs[1][0]
+    assert "Stop: reached break_step 2048 at step 2048" in outputs[0][0], outputs[0][0]
+    port = free_port()
+    nodes = launch(f"resume={cwd}", "break_step=4096")
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
+    assert "resumed at step 2048" in outputs[0][0] and "Stop: reached break_step 4096 at step 4096" in outputs[0][0]
+
+
+def test_a_killed_rank_ends_the_job_with_an_error(tmp_path):
+    proc = subprocess.Popen(TORCHRUN + ["--standalone", "--nproc_per_node=2", "AgentRun.py", "agent=AgentSAC",
+                                        "env=Pendulum-v1", f"cwd={tmp_path / 'run'}", "target_return=0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pid = None
+        while pid is None:
+            line = proc.stdout.readline()
+            assert line, "torchrun ended before rank 1 started"
+            match = re.search(r"rank 1 of 2 pid (\d+)", line)
+            pid = match and int(match[1])
+        time.sleep(2)
+        os.kill(pid, signal.SIGKILL)
+        start = time.time()
+        _, stderr = proc.communicate(timeout=60)
+        assert time.time() - start < 30
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and "Signal 9" in stderr, stderr[-2000:]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(agent="AgentSAC", batch_size=255), r"batch_size=255 is not accepted with 2 ranks: each rank takes batch_size / "
+                                             r"world size samples of every batch; pass a multiple of 2"),
+    (dict(agent="AgentSAC", dist_backend="nccl"), r"dist_backend='nccl' is not accepted: NCCL needs CUDA"),
+    (dict(agent="AgentSAC", dist_backend="mpi"), r"dist_backend='mpi' is not accepted: 'gloo', 'nccl' or None"),
+    (dict(agent="AgentTRPO"), r"AgentTRPO is not accepted under torchrun: its steps are not plain gradient steps"),
+    (dict(agent="AgentA3C"), r"AgentA3C is not accepted under torchrun"),
+    (dict(agent="AgentPPO", if_multiprocess=True), r"if_multiprocess=True, num_workers=None is not accepted under torchrun"),
+])
+def test_bad_settings_under_torchrun_are_refused(overrides, message, monkeypatch):
+    if "nccl" in str(overrides) and torch.cuda.is_available():
+        pytest.skip("NCCL is accepted where CUDA is")
+    for name, value in (("TORCHELASTIC_RUN_ID", "test"), ("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")):
+        monkeypatch.setenv(name, value)
+    args = Arguments(env="Pendulum-v1", **overrides)
+    with pytest.raises(ValueError, match=message):
+        args.resolve(prepare_env(args.env)[1])
