@@ -116,7 +116,9 @@ def test_bit_flipping_is_solved_by_d3qn_with_hindsight_only(her_k, if_solved, tm
     transitions that reach their new goal have their discount recomputed to 0 (compute_terminated)."""
     result = train_and_evaluate(Arguments(agent="AgentD3QN", env=make_bit_flipping_env(12), her_k=her_k, break_step=8000,
                                           target_return=-6.0, eval_gap=0, cwd=str(tmp_path / "run")))
-    assert result["if_solved"] == if_solved and (if_solved or result["best_return"] == -12), result
+    # without hindsight an evaluation episode may still start a flip or two from its goal (about 2% of them are within
+    # two bits), so one lucky evaluation is possible; reaching the target mean is not
+    assert result["if_solved"] == if_solved, result
 
 
 @pytest.mark.parametrize("num_envs, num_workers", [(2, 1), (1, 2)])  # one explorer's two copies; two explorers' one
