@@ -1,7 +1,8 @@
 """Networks: building blocks, Q-networks for discrete actions, actors and critics for continuous ones.
 
 Every network takes `net_dim` (hidden width), `state_dim` and `action_dim`; states are float32
-tensors of shape (batch, state_dim). Continuous actions live in [-1, 1].
+tensors of shape (batch, state_dim). Continuous actions live in [-1, 1]. Every network passes its states
+through `state_norm` first: nn.Identity, or a StateNorm where the agent standardises states.
 """
 import math
 
@@ -53,6 +54,38 @@ def build_mlp(dims: list[int], output_std: float = 1.0, if_noisy: bool = False) 
     return nn.Sequential(*layers[:-1])
 
 
+class StateNorm(nn.Module):
+    """Standardised states, (state - mean) / std clipped to [-clip, clip], with the running mean and std of every
+    state explored so far (update). They are buffers: the network's state_dict (actor.pt, checkpoints, the weights an
+    explorer takes) carries them, so that every copy of the network acts on the inputs it learned from. A network
+    holds one as its `state_norm` where the agent asks for it (AgentBase.if_state_norm), else nn.Identity."""
+
+    clip = 10.0  # as Stable-Baselines3's VecNormalize: a rare state cannot swamp the first layer
+
+    def __init__(self, state_dim: int):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))  # states merged so far
+        self.register_buffer("mean", torch.zeros(state_dim))  # (state_dim,)
+        self.register_buffer("std", torch.ones(state_dim))  # (state_dim,), sqrt(variance + eps), > 0
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return ((state - self.mean) / self.std).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def update(self, count: torch.Tensor, total: torch.Tensor, total_square: torch.Tensor, eps: float = 1e-8):
+        """Merge `count` new states, given as their sum and their sum of squares (state_dim,) each, float64, into the
+        running mean and variance: the pairwise update of Chan, Golub and LeVeque (1979)."""
+        new_count = self.count + count
+        batch_mean = total / count
+        delta = batch_mean - self.mean.double()
+        old_square = (self.std.double().square() - eps) * self.count  # sums of squared deviations from the means
+        batch_square = total_square - count * batch_mean.square()
+        square = old_square + batch_square + delta.square() * self.count * count / new_count
+        self.mean.copy_(self.mean.double() + delta * count / new_count)
+        self.std.copy_((square / new_count).clamp(min=0.0).add(eps).sqrt())
+        self.count.copy_(new_count)
+
+
 # ---- Q-networks (discrete actions) ----
 
 
@@ -62,10 +95,11 @@ class QNet(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         super().__init__()
+        self.state_norm = nn.Identity()
         self.net = build_mlp([state_dim, net_dim, net_dim, action_dim * num_atoms], output_std=0.1, if_noisy=if_noisy)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        return self.net(state)  # (batch, action_dim * num_atoms)
+        return self.net(self.state_norm(state))  # (batch, action_dim * num_atoms)
 
 
 class QNetDuel(QNet):
@@ -74,13 +108,14 @@ class QNetDuel(QNet):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         nn.Module.__init__(self)
+        self.state_norm = nn.Identity()
         self.net = nn.Sequential(build_mlp([state_dim, net_dim, net_dim], if_noisy=if_noisy), nn.ReLU())
         self.value, self.advantage = (NoisyLinear(net_dim, dim) if if_noisy else
                                       layer_init_orthogonal(nn.Linear(net_dim, dim), std=0.1)
                                       for dim in (num_atoms, action_dim * num_atoms))
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        hidden = self.net(state)  # (batch, net_dim)
+        hidden = self.net(self.state_norm(state))  # (batch, net_dim)
         value = self.value(hidden).unsqueeze(-2)  # (batch, 1, num_atoms)
         advantage = self.advantage(hidden).unflatten(-1, (-1, value.shape[-1]))  # (batch, action_dim, num_atoms)
         return (value + advantage - advantage.mean(dim=-2, keepdim=True)).flatten(-2)  # (batch, action_dim * num_atoms)
@@ -138,10 +173,11 @@ class Actor(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
+        self.state_norm = nn.Identity()
         self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.1)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        return self.net(state).tanh()  # (batch, action_dim), in [-1, 1]
+        return self.net(self.state_norm(state)).tanh()  # (batch, action_dim), in [-1, 1]
 
     def get_action(self, state: torch.Tensor, noise_std: float) -> torch.Tensor:
         """Exploration: Gaussian noise on the deterministic action, clipped back into [-1, 1]."""
@@ -156,10 +192,11 @@ class ActorSAC(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
+        self.state_norm = nn.Identity()
         self.net = build_mlp([state_dim, net_dim, net_dim, action_dim * 2], output_std=0.1)
 
     def get_mean_log_std(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.net(state).chunk(2, dim=-1)  # (batch, action_dim) each
+        mean, log_std = self.net(self.state_norm(state)).chunk(2, dim=-1)  # (batch, action_dim) each
         return mean, log_std.clamp(self.log_std_min, self.log_std_max)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
@@ -190,10 +227,11 @@ class Critic(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
+        self.state_norm = nn.Identity()
         self.net = build_mlp([state_dim + action_dim, net_dim, net_dim, 1])
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat((state, action), dim=1)).squeeze(1)  # (batch,)
+        return self.net(torch.cat((self.state_norm(state), action), dim=1)).squeeze(1)  # (batch,)
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """All Q estimates this network holds: one here, two in CriticTwin."""
@@ -226,29 +264,30 @@ class ActorPPO(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
+        self.state_norm = nn.Identity()
         self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.01)
         self.log_std = nn.Parameter(torch.full((action_dim,), -0.5))  # std 0.6 at the start
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """The deterministic action used for evaluation: the mean, clipped into [-1, 1]."""
-        return self.net(state).clamp(-1.0, 1.0)
+        return self.net(self.state_norm(state)).clamp(-1.0, 1.0)
 
     def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A sampled action (batch, action_dim) and its log-prob (batch,)."""
-        mean = self.net(state)
+        mean = self.net(self.state_norm(state))
         noise = torch.randn_like(mean)
         return mean + self.log_std.exp() * noise, self.gaussian_log_prob(noise)
 
     def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """log pi(action|state) and the policy's entropy, (batch,) each."""
-        noise = (action - self.net(state)) * (-self.log_std).exp()  # the standard normal sample behind the action
+        noise = (action - self.net(self.state_norm(state))) * (-self.log_std).exp()  # the standard normal sample behind the action
         entropy = (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum().expand(noise.shape[:-1])
         return self.gaussian_log_prob(noise), entropy
 
     def get_kl(self, state: torch.Tensor, old: "ActorPPO") -> torch.Tensor:
         """KL(old(.|s) || self(.|s)) of two diagonal Gaussians, (batch,): sum over dimensions of
         log(std / std_old) + (std_old^2 + (mean_old - mean)^2) / (2 std^2) - 1/2."""
-        mean, old_mean = self.net(state), old.net(state)
+        mean, old_mean = self.net(self.state_norm(state)), old.net(old.state_norm(state))
         variance_ratio = (2 * (old.log_std - self.log_std)).exp()  # std_old^2 / std^2, (action_dim,)
         return (self.log_std - old.log_std + 0.5 * variance_ratio - 0.5
                 + 0.5 * (old_mean - mean).pow(2) * (-2 * self.log_std).exp()).sum(dim=-1)
@@ -268,15 +307,16 @@ class ActorDiscretePPO(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
+        self.state_norm = nn.Identity()
         self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.01)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """The most likely action, (batch,)."""
-        return self.net(state).argmax(dim=-1)
+        return self.net(self.state_norm(state)).argmax(dim=-1)
 
     def get_log_probs(self, state: torch.Tensor) -> torch.Tensor:
         """log pi(a|s) of every action, (batch, action_dim)."""
-        return self.net(state).log_softmax(dim=-1)
+        return self.net(self.state_norm(state)).log_softmax(dim=-1)
 
     def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A sampled action (batch,) and its log-prob (batch,)."""
@@ -305,7 +345,8 @@ class CriticValue(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, _action_dim: int = 0):
         super().__init__()
+        self.state_norm = nn.Identity()
         self.net = build_mlp([state_dim, net_dim, net_dim, 1])
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        return self.net(state).squeeze(-1)  # (batch,)
+        return self.net(self.state_norm(state)).squeeze(-1)  # (batch,)

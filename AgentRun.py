@@ -87,6 +87,8 @@ class Arguments:
     #   KL(average || new policy) per state, > 0
     rho_clip: float | None = None  # ACER: c, the truncation of the importance weights in the policy gradient, > 0
     damping: float | None = None  # ACKTR: added to the Kronecker-factored Fisher before inverting it, > 0
+    if_state_norm: bool | None = None  # True: networks standardise states by the running mean and std of the explored
+    #   ones (AgentNet.StateNorm), saved with every network (actor.pt too); None: the agent's default
 
     break_step: int = 2 ** 20  # stop after this many environment steps, > 0
     max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
@@ -953,6 +955,7 @@ def train_serial(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluato
             trajectory = explore(agent, env, horizon, args, step)
             check_finite(trajectory, step, args.num_envs, save)
             buffer.extend(*trajectory)
+            agent.update_state_norm(trajectory[0])
             step += horizon * args.num_envs
             learns = ready_to_learn(args, step, buffer)
             if learns:
@@ -1310,6 +1313,7 @@ def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
         returns = [value for item in items for value in item[1]]
         check_finite(trajectory, step, args.num_envs * args.num_workers, save)
         buffer.extend(*trajectory)  # both buffers move it to the learner's device
+        agent.update_state_norm(trajectory[0])  # the explorers take the statistics with the next weights
         step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else trajectory[0].shape[1])
         episodes, return_sum = episodes + len(returns), return_sum + sum(returns)
         stats, weights = {}, None
@@ -1493,6 +1497,7 @@ def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int)
             trajectory = explore(agent, env, horizon, args, step)
             check_finite(trajectory, step, args.num_envs, save if rank == 0 else lambda: None)
             buffer.extend(*trajectory)
+            agent.update_state_norm(trajectory[0])  # every rank's states, merged in one all_reduce
             step += horizon * args.num_envs * world
             # [ranks not ready to learn, episodes ended this round], summed over the ranks: all learn, or none
             counts = torch.tensor([not ready_to_learn(args, step, buffer), episode_count(env) - episodes_seen],
@@ -1546,7 +1551,8 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
         raise ValueError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
                          f"({error}); replay works for runs of registered environments") from None
     env_info = prepare_env(envs[0])[1]
-    agent = agent_class(config["net_dim"], env_info.state_dim, env_info.action_dim)
+    hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}  # as trained
+    agent = agent_class(config["net_dim"], env_info.state_dim, env_info.action_dim, **hyperparameters)
     agent.act.load_state_dict(load_weights(actor_path, agent.device))
     for i, env in enumerate(envs):
         env.reset(seed=config["seed"] + i)

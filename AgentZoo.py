@@ -4,6 +4,7 @@ Every agent shares one interface (DESIGN.md):
     agent = AgentSAC(net_dim, state_dim, action_dim, device=None, **hyperparameters)
     action = agent.select_action(state, deterministic=False)  # np.ndarray in, np.ndarray out
     trajectory = agent.explore_env(env, horizon)               # tensors for buffer.extend
+    agent.update_state_norm(trajectory[0])                     # with if_state_norm: the explored states' statistics
     stats = agent.update_net(buffer, batch_size, repeat_times) # dict of floats
     agent.save_or_load_agent(cwd, if_save)
 
@@ -23,7 +24,7 @@ import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, QNet, QNetDist,
-                      QNetDistDuel, QNetDuel, QNetTwin)
+                      QNetDistDuel, QNetDuel, QNetTwin, StateNorm)
 
 # ---- helpers ----
 
@@ -466,6 +467,9 @@ class AgentBase:
     # False: its steps use more than gradients (a line search, Fisher factors), which the ranks of data-parallel
     # learners (AgentRun.train_distributed) do not average, so their networks would part
     if_data_parallel = True
+    # True: every network standardises its states by the running mean and std of the explored ones (AgentNet.StateNorm,
+    # update_state_norm); a hyperparameter of the agents whose hyper_defaults name it
+    if_state_norm = False
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -481,6 +485,9 @@ class AgentBase:
         self.act = self.act_target = self.cri = self.cri_target = None
         self.act_optimizer = self.cri_optimizer = None
         self.init_networks()
+        if self.if_state_norm:
+            for module in self.state_takers():
+                module.state_norm = StateNorm(state_dim).to(self.device)
 
     def init_networks(self):
         """Actor, critic, their frozen targets and one optimizer each (new_optimizer; the actor none without
@@ -507,6 +514,29 @@ class AgentBase:
     def extra_stats(self) -> dict[str, float]:
         """Values beside the objectives that the recorder should log (SAC: its temperature)."""
         return {}
+
+    def state_takers(self) -> list[nn.Module]:
+        """Every module of every network, targets included, that takes states (has a state_norm), each once."""
+        nets = {id(part): part for part in self.parts().values() if isinstance(part, nn.Module)}.values()
+        return [module for net in nets for module in net.modules() if hasattr(module, "state_norm")]
+
+    @torch.no_grad()
+    def update_state_norm(self, states: torch.Tensor):
+        """With if_state_norm, merge explored states (..., state_dim) into the statistics of every network's StateNorm,
+        the same in all of them: a target network that standardised otherwise would value other inputs. Among
+        data-parallel learners (torch.distributed initialised) every rank's states count, so their networks stay equal.
+        Nothing else changes the statistics: evaluation and replay act on them as they are."""
+        if not self.if_state_norm:
+            return
+        states = states.reshape(-1, self.state_dim).to(self.device, torch.float64)
+        count = torch.full((1,), states.shape[0], dtype=torch.float64, device=self.device)
+        moments = torch.cat((count, states.sum(dim=0), states.square().sum(dim=0)))  # (1 + 2 * state_dim,)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(moments)
+        norms = [module.state_norm for module in self.state_takers()]
+        norms[0].update(moments[0], *moments[1:].split(self.state_dim))
+        for norm in norms[1:]:
+            norm.load_state_dict(norms[0].state_dict())
 
     def parts(self) -> dict:
         """Every network, target, optimizer and extra tensor that a checkpoint holds, by name."""
@@ -554,7 +584,8 @@ class AgentOffPolicy(AgentBase):
     # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict. Learning rate 2e-3 and tau
     # 0.02 (with batch 128): DDPG and SAC need a third of the updates the TD3 paper's values take (History/UPDATE_LOG.md).
     hyper_defaults = dict(learning_rate=2e-3, gamma=0.99, reward_scale=1.0, soft_update_tau=0.02,
-                          n_step=1)  # rewards summed before the bootstrap (n-step returns, n_step_returns)
+                          n_step=1,  # rewards summed before the bootstrap (n-step returns, n_step_returns)
+                          if_state_norm=False)  # standardised states (AgentNet.StateNorm)
     criterion = nn.MSELoss(reduction="none")  # regression loss of the critic, per transition
     policy_delay = 1  # the actor steps once every policy_delay critic steps (TD3 sets 2)
     act_class, cri_class = Actor, Critic
@@ -933,7 +964,8 @@ class AgentPPO(AgentBase):
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
                           ratio_clip=0.2,  # the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip]
-                          entropy_coef=0.0)  # weight of the entropy bonus; the Gaussian's learned std explores
+                          entropy_coef=0.0,  # weight of the entropy bonus; the Gaussian's learned std explores
+                          if_state_norm=False)  # standardised states (AgentNet.StateNorm)
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
 
@@ -1111,6 +1143,8 @@ class AgentA3C(AgentA2C):
     if_async = True
     if_data_parallel = False  # its workers already share one model
     train_defaults = AgentA2C.train_defaults | dict(num_workers=2, if_multiprocess=True)  # its workers are processes
+    # no if_state_norm: the workers' explored states would have to merge into shared statistics as well
+    hyper_defaults = {name: value for name, value in AgentA2C.hyper_defaults.items() if name != "if_state_norm"}
     shared = None  # the shared agent of a worker (attach); None: this agent steps its own networks, as A2C does
 
     def share(self):
@@ -1154,7 +1188,7 @@ class AgentA3C(AgentA2C):
 class AgentDiscreteA3C(AgentA3C, AgentDiscreteA2C):
     """A3C with a categorical policy: AgentA3C's workers, AgentDiscreteA2C's actor and entropy bonus."""
 
-    hyper_defaults = AgentDiscreteA2C.hyper_defaults
+    hyper_defaults = {name: value for name, value in AgentDiscreteA2C.hyper_defaults.items() if name != "if_state_norm"}
 
 
 # ---- natural gradient (TRPO) ----
@@ -1425,7 +1459,8 @@ class AgentACER(AgentDiscretePPO):
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=0.1, entropy_coef=0.01,
                           soft_update_tau=0.01,  # 1 - alpha: the average policy's step toward the actor
                           rho_clip=10.0,  # c, the truncation of the importance weight in the policy gradient
-                          kl_clip=1.0)  # delta, the trust region of the linearised KL(average || new) per state
+                          kl_clip=1.0,  # delta, the trust region of the linearised KL(average || new) per state
+                          if_state_norm=False)
 
     def get_action_behaviour(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A sampled action (N,) and the log-probs of every action (N, action_dim), for the importance weights of
