@@ -179,10 +179,12 @@ class Actor(nn.Module):
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.state_norm(state)).tanh()  # (batch, action_dim), in [-1, 1]
 
-    def get_action(self, state: torch.Tensor, noise_std: float) -> torch.Tensor:
-        """Exploration: Gaussian noise on the deterministic action, clipped back into [-1, 1]."""
+    def get_action(self, state: torch.Tensor, noise_std: float, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Exploration: Gaussian noise of std noise_std on the deterministic action, clipped back into [-1, 1];
+        noise: the standard normal draws to scale (independent ones where None)."""
         action = self(state)
-        return (action + torch.randn_like(action) * noise_std).clamp(-1.0, 1.0)
+        noise = torch.randn_like(action) if noise is None else noise
+        return (action + noise * noise_std).clamp(-1.0, 1.0)
 
 
 class ActorSAC(nn.Module):
@@ -203,9 +205,11 @@ class ActorSAC(nn.Module):
         """The deterministic action used for evaluation: tanh of the mean."""
         return self.get_mean_log_std(state)[0].tanh()
 
-    def get_action(self, state: torch.Tensor) -> torch.Tensor:
+    def get_action(self, state: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """A sample tanh(mean + std * noise), noise standard normal (independent draws where None)."""
         mean, log_std = self.get_mean_log_std(state)
-        return (mean + log_std.exp() * torch.randn_like(mean)).tanh()
+        noise = torch.randn_like(mean) if noise is None else noise
+        return (mean + log_std.exp() * noise).tanh()
 
     def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised sample and its log pi(a|s), shapes (batch, action_dim) and (batch,)."""

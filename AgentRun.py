@@ -76,6 +76,8 @@ class Arguments:
     v_min: float | None = None  # C51, Rainbow: the smallest atom, < v_max (returns in units of reward_scale)
     v_max: float | None = None  # C51, Rainbow: the largest atom, > v_min
     explore_noise: float | None = None  # DDPG, TD3: std of the exploration noise on actions in [-1, 1], >= 0
+    noise_beta: float | None = None  # DDPG, TD3, SAC: colour of the exploration noise along the steps, its power
+    #   spectrum falling as 1/f^noise_beta (AgentZoo.ColoredNoise): 0 white, 1 pink, 2 red; >= 0
     policy_noise: float | None = None  # TD3: std of the target policy smoothing noise, >= 0
     noise_clip: float | None = None  # TD3: the smoothing noise is clipped to [-noise_clip, noise_clip], >= 0
     alpha_init: float | None = None  # SAC: the entropy temperature alpha it starts from (then tuned), > 0
@@ -238,6 +240,7 @@ class Arguments:
             "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
             "save_gap": (lambda v: v > 0, "> 0"),
             "explore_rate": (lambda v: 0 <= v <= 1, "in [0, 1]"), "explore_noise": (lambda v: v >= 0, ">= 0"),
+            "noise_beta": (lambda v: v >= 0, ">= 0"),
             "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
             "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
@@ -496,24 +499,27 @@ def has_time_limit(env: gym.Env) -> bool:
     return False
 
 
-def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False) -> tuple[gym.Env, EnvInfo]:
+def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False, returns_kept: int = 100
+              ) -> tuple[gym.Env, EnvInfo]:
     """A gymnasium env ready for an agent, and its facts; with num_envs, a vector env of that many copies
     (autoreset in the same step, so that an ended episode's final observation comes back in info).
-    Episode returns are recorded for the explore_return column."""
+    The returns of the last returns_kept episodes are recorded (return_queue) for the explore_return column."""
     single, env_info = prepare_env(env, if_record_ends)
     if num_envs is None:
-        return gym.wrappers.RecordEpisodeStatistics(single), env_info
+        return gym.wrappers.RecordEpisodeStatistics(single, buffer_length=returns_kept), env_info
     copies = [single] + [prepare_env(make_twin_env(env), if_record_ends)[0] for _ in range(num_envs - 1)]
     vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
                                           autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(vector_env), env_info
+    return gym.wrappers.vector.RecordEpisodeStatistics(vector_env, buffer_length=returns_kept), env_info
 
 
 def build_explore_env(args: "Arguments") -> gym.Env:
     """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
-    vector env of num_envs (on-policy agents always get one). With her_k, a goal env records its episodes' ends."""
+    vector env of num_envs (on-policy agents always get one). With her_k, a goal env records its episodes' ends.
+    It keeps the returns of as many episodes as a round of target_step steps can end, so that an explorer reports
+    every episode of its round (new_returns)."""
     return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs,
-                     if_record_ends=bool(args.her_k))[0]
+                     if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step))[0]
 
 
 def pop_not_done(env) -> torch.Tensor:
@@ -711,11 +717,13 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
 
 
 def build_evaluator(args: Arguments, env_info: EnvInfo, step: int, state: dict | None) -> Evaluator:
-    """An Evaluator with eval_times envs of its own, seeded apart from the explorers' (seed + step + its env index),
-    carrying on a resumed run's recorder state."""
+    """An Evaluator with eval_times envs of its own, seeded after every explorer's env copies (seed + step + their
+    index, on every rank under torchrun), carrying on a resumed run's recorder state."""
     eval_envs = [prepare_env(make_twin_env(args.env))[0] for _ in range(args.eval_times)]
+    world = torchrun_world()
+    explore_copies = args.num_envs * args.num_workers * (1 if world is None else world[1])
     for i, eval_env in enumerate(eval_envs):
-        eval_env.reset(seed=args.seed + step + args.num_envs * args.num_workers + i)
+        eval_env.reset(seed=args.seed + step + explore_copies + i)
     evaluator = Evaluator(args.cwd, eval_envs, args.eval_gap, f"{args.agent.__name__} on {env_info.env_name}",
                           args.if_tensorboard)
     if args.if_resume:
@@ -860,19 +868,22 @@ def ready_to_learn(args: Arguments, step: int, buffer) -> bool:
     return not args.agent.if_off_policy or (step >= args.random_steps and buffer.cur_len >= args.batch_size)
 
 
-def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save):
-    """Stop, with the run saved as it was before this trajectory, at the first step with a NaN or infinite
-    value in any of its tensors (observation, reward, or the agent's own action): learning from it would
-    poison every network. Off-policy tensors are (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...),
-    both in step-then-env order."""
+def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save: typing.Callable[[], None] | None):
+    """Stop, with the run saved as it was before this trajectory (save; None where another process checkpoints: its
+    last checkpoint stands), at the first step with a NaN or infinite value in any of its tensors (observation,
+    reward, or the agent's own action): learning from it would poison every network. Off-policy tensors are
+    (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...), both in step-then-env order."""
     lead_shape = trajectory[0].shape[:-1]  # states carry one feature dimension after the step dimensions
     finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in trajectory]).all(0)
     if not finite.all():
         first = int(torch.nonzero(~finite.flatten())[0])  # index in (horizon,) or (horizon * num_envs,) order
-        save()
+        if save is not None:
+            save()
+        saved = ("the run is saved as it was before that round" if save is not None else
+                 "the run's last checkpoint stands (written every save_gap seconds)")
         raise ValueError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
-                         f"action) at step {step + first + 1} (env {first % num_envs}); the run is saved as it was "
-                         f"before that round, the bad transitions are not in the buffer")
+                         f"action) at step {step + first + 1} (env {first % num_envs}); {saved}, the bad "
+                         f"transitions are not in the buffer")
 
 
 def limit_reason(args: Arguments, step: int, seconds: float) -> str | None:
@@ -1473,6 +1484,9 @@ def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int)
         agent = build_agent(args, env_info)
         buffer = build_buffer(args, env_info, agent.device)
         run_state = start_state(args, agent, buffer) if rank == 0 else None
+        # every rank takes the same number of gradient steps, or the all_reduce of their gradients falls out of step:
+        # a checkpoint's unlearned transitions (rank 0's alone) are not learned from
+        buffer.add_size = 0
         shared_state = [run_state and {"step": run_state["step"], "episodes": run_state["episodes"]}]
         dist.broadcast_object_list(shared_state, src=0)
         step, episodes = shared_state[0]["step"], shared_state[0]["episodes"]
@@ -1493,38 +1507,46 @@ def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int)
                             {"step": step, "episodes": episodes, "evaluator": evaluator.state_dict(), "rng": rng_states()})
 
         episodes_seen, returns, last_save_time, stop_reason = 0, [], time.time(), None  # returns: this rank's, unrecorded
-        while stop_reason is None:
-            trajectory = explore(agent, env, horizon, args, step)
-            check_finite(trajectory, step, args.num_envs, save if rank == 0 else lambda: None)
-            buffer.extend(*trajectory)
-            agent.update_state_norm(trajectory[0])  # every rank's states, merged in one all_reduce
-            step += horizon * args.num_envs * world
-            # [ranks not ready to learn, episodes ended this round], summed over the ranks: all learn, or none
-            counts = torch.tensor([not ready_to_learn(args, step, buffer), episode_count(env) - episodes_seen],
-                                  device=agent.device)
-            dist.all_reduce(counts)
-            learns, new_episodes = counts[0].item() == 0, int(counts[1].item())
-            returns += new_returns(env, episodes_seen)
-            episodes, episodes_seen = episodes + new_episodes, episode_count(env)
-            if learns:
-                stats = agent.update_net(buffer, batch_size, repeat_times)
-            else:
-                buffer.add_size = 0
+        # torchrun passes a Ctrl-C on to its ranks as SIGTERM: rank 0 then stops as the other loops do at Ctrl-C
+        signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+        try:
+            while stop_reason is None:
+                trajectory = explore(agent, env, horizon, args, step)
+                check_finite(trajectory, step, args.num_envs, save if rank == 0 else None)
+                buffer.extend(*trajectory)
+                agent.update_state_norm(trajectory[0])  # every rank's states, merged in one all_reduce
+                step += horizon * args.num_envs * world
+                # [ranks not ready to learn, episodes ended this round], summed over the ranks: all learn, or none
+                counts = torch.tensor([not ready_to_learn(args, step, buffer), episode_count(env) - episodes_seen],
+                                      device=agent.device)
+                dist.all_reduce(counts)
+                learns, new_episodes = counts[0].item() == 0, int(counts[1].item())
+                returns += new_returns(env, episodes_seen)
+                episodes, episodes_seen = episodes + new_episodes, episode_count(env)
+                if learns:
+                    stats = agent.update_net(buffer, batch_size, repeat_times)
+                else:
+                    buffer.add_size = 0
+                if rank == 0:
+                    stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
+                    if learns and (evaluator.if_due() or stop_reason is not None):
+                        explore_return, returns = float(np.mean(returns)) if returns else math.nan, []
+                        avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
+                        stop_reason = target_reason(args, avg_return) or stop_reason
+                    stop_reason = stop_file_reason(args.cwd) or stop_reason
+                    if stop_reason is not None:
+                        evaluator.finish()
+                    if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
+                        save()
+                        last_save_time = time.time()
+                decided = [stop_reason]
+                dist.broadcast_object_list(decided, src=0)
+                stop_reason = decided[0]
+        except KeyboardInterrupt:
             if rank == 0:
-                stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
-                if learns and (evaluator.if_due() or stop_reason is not None):
-                    explore_return, returns = float(np.mean(returns)) if returns else math.nan, []
-                    avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
-                    stop_reason = target_reason(args, avg_return) or stop_reason
-                stop_reason = stop_file_reason(args.cwd) or stop_reason
-                if stop_reason is not None:
-                    evaluator.finish()
-                if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
-                    save()
-                    last_save_time = time.time()
-            decided = [stop_reason]
-            dist.broadcast_object_list(decided, src=0)
-            stop_reason = decided[0]
+                evaluator.finish()
+                save()  # the round in flight is lost; everything before it is in the checkpoint
+            stop_reason = "Ctrl-C"
         return stop_reason, step, evaluator
     finally:
         dist.destroy_process_group()

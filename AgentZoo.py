@@ -111,6 +111,35 @@ def final_observations(next_state: np.ndarray, info: dict) -> np.ndarray:
     return final_state
 
 
+class ColoredNoise:
+    """Standard normal draws of a fixed shape, one per step, whose power spectrum along the steps falls as 1/f^beta:
+    beta 0 is white noise (independent steps), 1 pink, 2 red (a random walk's). Coloured noise keeps a direction for
+    a while, as momentum-driven tasks need (MountainCar), and still varies from step to step; pink noise as the
+    exploration of off-policy agents: Eberhard et al., "Pink Noise Is All You Need", ICLR 2023. Each sequence of
+    seq_len steps is white noise with its spectrum scaled by f^(-beta/2) (Timmer and Koenig 1995)."""
+
+    def __init__(self, beta: float, shape: tuple[int, ...], seq_len: int = 1000, device=None):
+        self.shape, self.seq_len, self.device = shape, seq_len, device
+        freqs = torch.fft.rfftfreq(seq_len, device=device)  # (seq_len // 2 + 1,), cycles per step
+        freqs[0] = freqs[1]  # the mean takes the lowest frequency's weight, not an infinite one
+        self.scale = freqs.pow(-beta / 2)
+        # a step's variance after irfft(scale * spectrum of white noise), both orthonormal: the scales' power over the
+        # two-sided spectrum (Parseval), divided by seq_len; dividing by its root leaves every step N(0, 1)
+        power = self.scale.square()
+        two_sided = power[0] + 2 * power[1:(seq_len + 1) // 2].sum() + (power[-1] if seq_len % 2 == 0 else 0)
+        self.scale /= (two_sided / seq_len).sqrt()
+        self.sequence, self.index = None, seq_len  # (*shape, seq_len), the next step's index in it
+
+    def sample(self) -> torch.Tensor:
+        """The next step's draws, (*shape)."""
+        if self.index == self.seq_len:
+            white = torch.randn(*self.shape, self.seq_len, device=self.device)
+            spectrum = torch.fft.rfft(white, norm="ortho") * self.scale
+            self.sequence, self.index = torch.fft.irfft(spectrum, n=self.seq_len, norm="ortho"), 0
+        self.index += 1
+        return self.sequence[..., self.index - 1]
+
+
 def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done: torch.Tensor, gamma: float,
                    n_step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """n-step returns (Sutton and Barto, section 7.1) of T steps of N envs, (T, N) tensors step by step. For each step
@@ -592,9 +621,12 @@ class AgentOffPolicy(AgentBase):
     if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
     if_cri_target = True
 
+    noise_beta = 0.0  # the colour of the exploration noise (ColoredNoise); a hyperparameter of DDPG, TD3 and SAC
+
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
         self.critic_steps = 0  # across update_net calls: the actor and the targets follow every policy_delay of them
+        self.noise = None  # the ColoredNoise stream of exploration (standard_noise)
 
     # -- exploring --
 
@@ -642,12 +674,20 @@ class AgentOffPolicy(AgentBase):
         return tuple(t.flatten(0, 1) for t in (as_tensor(states), actions, rewards, discounts, next_states))
 
     def random_action(self, num_envs: int | None = None) -> np.ndarray:
-        """Uniform over the action space in the agent's units: an integer index, or a vector in [-1, 1];
-        with num_envs, one for each env of a vector env, (num_envs,) or (num_envs, action_dim)."""
+        """Uniform over the action space in the agent's units: an integer index, or a vector in [-1, 1] (the standard
+        normal CDF of standard_noise, rescaled: uniform at every step, coloured along the steps as the exploration
+        noise is); with num_envs, one for each env of a vector env, (num_envs,) or (num_envs, action_dim)."""
         shape = () if num_envs is None else (num_envs,)
         if self.if_discrete:
             return torch.randint(self.action_dim, shape).numpy()
-        return (torch.rand(*shape, self.action_dim) * 2 - 1).numpy()
+        return torch.erf(self.standard_noise((*shape, self.action_dim)) / math.sqrt(2)).cpu().numpy()
+
+    def standard_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """Standard normal draws for one exploring step, coloured along the steps by noise_beta (ColoredNoise): one
+        stream per shape, so a new one begins where the shape changes (one env, a vector env's copies)."""
+        if self.noise is None or self.noise.shape != shape:
+            self.noise = ColoredNoise(self.noise_beta, shape, device=self.device)
+        return self.noise.sample()
 
     # -- learning --
 
@@ -835,10 +875,11 @@ class AgentDDPG(AgentOffPolicy):
     """DDPG (Lillicrap et al. arXiv:1509.02971) with Gaussian exploration noise instead of the OU process
     (TD3 paper, section 6.1, found no benefit in OU)."""
 
-    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_noise=0.1)  # std of the action noise, actions in [-1, 1]
+    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_noise=0.1,  # std of the action noise, actions in [-1, 1]
+                                                          noise_beta=0.0)  # its colour (ColoredNoise): 0 white, 1 pink
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
-        return self.act.get_action(state, self.explore_noise)
+        return self.act.get_action(state, self.explore_noise, self.standard_noise((*state.shape[:-1], self.action_dim)))
 
 
 class AgentTD3(AgentDDPG):
@@ -865,7 +906,8 @@ class AgentSAC(AgentOffPolicy):
     """Soft Actor-Critic (Haarnoja et al. arXiv:1801.01290) with twin critics and an automatically tuned
     entropy temperature alpha (arXiv:1812.05905, section 5). No actor target: SAC bootstraps from the online policy."""
 
-    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(alpha_init=0.2)  # initial entropy temperature
+    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(alpha_init=0.2,  # initial entropy temperature
+                                                          noise_beta=0.0)  # colour of the policy's noise (ColoredNoise)
     act_class, cri_class = ActorSAC, CriticTwin
     if_act_target = False
 
@@ -877,7 +919,8 @@ class AgentSAC(AgentOffPolicy):
         self.target_entropy = -float(self.action_dim)  # the heuristic of arXiv:1812.05905, section 5
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
-        return self.act.get_action(state)
+        """A sample of the policy, its standard normal draws coloured along the steps by noise_beta."""
+        return self.act.get_action(state, self.standard_noise((*state.shape[:-1], self.action_dim)))
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Soft value of next_state: min of the target twins minus alpha * log pi (SAC paper, eq. 3). With n_step > 1

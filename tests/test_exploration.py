@@ -1,0 +1,53 @@
+"""Coloured exploration noise (AgentZoo.ColoredNoise): N(0, 1) at every step, correlated along the steps as its
+exponent says, in the actions of DDPG, TD3 and SAC and in their random warm-up."""
+import numpy as np
+import pytest
+import torch
+
+from AgentZoo import AgentDDPG, AgentSAC, AgentTD3, ColoredNoise
+
+
+def draws(beta: float, shape=(500,), steps=1000) -> torch.Tensor:
+    noise = ColoredNoise(beta, shape, seq_len=steps)
+    return torch.stack([noise.sample() for _ in range(steps)], dim=-1)  # (*shape, steps)
+
+
+def lag_one_correlation(x: torch.Tensor) -> float:
+    return ((x[..., 1:] * x[..., :-1]).mean() / x.var()).item()
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, 2.0])
+def test_every_step_is_standard_normal(beta):
+    x = draws(beta)
+    assert abs(x.mean().item()) < 0.05 and abs(x.var().item() - 1) < 0.05
+    assert abs(x[:, 500].var().item() - 1) < 0.2  # one step across the 500 streams, not only on average
+
+
+def test_the_exponent_sets_how_long_the_noise_keeps_its_direction():
+    white, pink, red = (lag_one_correlation(draws(beta)) for beta in (0.0, 1.0, 2.0))
+    assert abs(white) < 0.02 and 0.6 < pink < 0.9 and red > 0.95
+
+
+def test_an_odd_sequence_length_keeps_unit_variance():
+    assert abs(draws(1.0, steps=999).var().item() - 1) < 0.05
+
+
+@pytest.mark.parametrize("agent_class", [AgentDDPG, AgentTD3, AgentSAC])
+def test_exploring_actions_follow_the_noise_colour(agent_class):
+    """A fixed policy's exploring actions change little from step to step with red noise, freely with white."""
+    state = np.zeros((64, 3), dtype=np.float32)  # 64 env copies in one state: one noise stream each
+    correlations = []
+    for beta in (0.0, 2.0):
+        torch.manual_seed(0)
+        agent = agent_class(16, 3, 1, device="cpu", noise_beta=beta, **({} if agent_class is AgentSAC else {"explore_noise": 0.3}))
+        actions = torch.as_tensor(np.stack([agent.select_action(state)[:, 0] for _ in range(200)], axis=-1))  # (64, 200)
+        correlations.append(lag_one_correlation(actions - actions.mean()))
+    assert abs(correlations[0]) < 0.1 and correlations[1] > 0.8
+
+
+def test_random_warm_up_actions_are_uniform_in_range_and_coloured():
+    agent = AgentTD3(16, 3, 2, device="cpu", noise_beta=1.0)
+    actions = np.stack([agent.random_action(50) for _ in range(1000)], axis=-1)  # (50 envs, 2, 1000 steps)
+    assert actions.shape == (50, 2, 1000) and np.abs(actions).max() < 1
+    assert np.allclose(np.quantile(actions, [0.25, 0.5, 0.75]), [-0.5, 0.0, 0.5], atol=0.05)  # uniform on (-1, 1)
+    assert lag_one_correlation(torch.as_tensor(actions)) > 0.5
