@@ -906,10 +906,10 @@ class AgentSAC(AgentOffPolicy):
     """Soft Actor-Critic (Haarnoja et al. arXiv:1801.01290) with twin critics and an automatically tuned
     entropy temperature alpha (arXiv:1812.05905, section 5). No actor target: SAC bootstraps from the online policy."""
 
-    # noise_beta 1, pink: with white noise MountainCarContinuous-v0 stood still at return 0 for 240 s; pink solved
-    # seeds 0-2 in 7-12 s (History/UPDATE_LOG.md)
+    # noise_beta 1 (pink) solves MountainCarContinuous-v0 in seconds where white noise stands still, but was slower on
+    # LunarLanderContinuous-v3 (History/UPDATE_LOG.md, 2026-11-25): white stays the default until one value serves both
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(alpha_init=0.2,  # initial entropy temperature
-                                                          noise_beta=1.0)  # colour of the policy's noise (ColoredNoise)
+                                                          noise_beta=0.0)  # colour of the policy's noise (ColoredNoise)
     act_class, cri_class = ActorSAC, CriticTwin
     if_act_target = False
 
