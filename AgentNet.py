@@ -284,7 +284,8 @@ class ActorPPO(nn.Module):
 
     def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """log pi(action|state) and the policy's entropy, (batch,) each."""
-        noise = (action - self.net(self.state_norm(state))) * (-self.log_std).exp()  # the standard normal sample behind the action
+        # the standard normal sample behind the action
+        noise = (action - self.net(self.state_norm(state))) * (-self.log_std).exp()
         entropy = (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum().expand(noise.shape[:-1])
         return self.gaussian_log_prob(noise), entropy
 
