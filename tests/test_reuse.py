@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 """
-HELPERS = ["soft_update", "optimizer_step", "new_adam", "frozen_copy", "n_step_returns", "ReplayBuffer"]
+HELPERS = ["soft_update", "optimizer_step", "new_adam", "frozen_copy", "ColoredNoise", "n_step_returns", "ReplayBuffer"]
 
 
 def copy_into_module(tmp_path, from_net: list[str], from_zoo: list[str]):
@@ -47,7 +47,8 @@ def evaluate(env, agent, episodes=3) -> float:
 
 
 def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
-    my_sac = copy_into_module(tmp_path, ["layer_init_orthogonal", "build_mlp", "Actor", "ActorSAC", "Critic", "CriticTwin"],
+    my_sac = copy_into_module(tmp_path, ["layer_init_orthogonal", "build_mlp", "StateNorm", "Actor", "ActorSAC", "Critic",
+                                          "CriticTwin"],
                               HELPERS + ["AgentBase", "AgentOffPolicy", "AgentSAC"])
     torch.manual_seed(0)
     env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1), np.float32(1))
@@ -66,8 +67,8 @@ def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
 
 def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
     my_rainbow = copy_into_module(
-        tmp_path, ["layer_init_orthogonal", "NoisyLinear", "build_mlp", "QNet", "QNetDuel", "QNetDist", "QNetDistDuel",
-                   "Actor", "Critic"],  # AgentOffPolicy names DDPG's networks as its defaults
+        tmp_path, ["layer_init_orthogonal", "NoisyLinear", "build_mlp", "StateNorm", "QNet", "QNetDuel", "QNetDist",
+                   "QNetDistDuel", "Actor", "Critic"],  # AgentOffPolicy names DDPG's networks as its defaults
         HELPERS + ["eval_mode", "project_distribution", "PrioritizedReplayBuffer", "AgentBase", "AgentOffPolicy",
                    "AgentDQN", "AgentC51", "AgentRainbow"])
     torch.manual_seed(0)
