@@ -134,7 +134,8 @@ PRETRAINED = sorted(glob.glob(os.path.join(ROOT, "Result", "pretrained", "*")))
 def test_a_pretrained_run_for_each_benchmark_task():
     assert [os.path.basename(run) for run in PRETRAINED] == [
         "AgentACER_Acrobot-v1", "AgentDiscreteACKTR_CartPole-v1", "AgentDiscretePPO_LunarLander-v3",
-        "AgentPPO_LunarLanderContinuous-v3", "AgentSAC_MountainCarContinuous-v0", "AgentSAC_Pendulum-v1",
+        "AgentPPO_BipedalWalker-v3", "AgentPPO_LunarLanderContinuous-v3", "AgentSAC_MountainCarContinuous-v0",
+        "AgentSAC_Pendulum-v1",
         "AgentTD3_FetchReach-v4"]
 
 
