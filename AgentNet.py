@@ -257,6 +257,24 @@ class CriticTwin(nn.Module):
         return self.q1(state, action), self.q2(state, action)
 
 
+class CriticTwinShared(nn.Module):
+    """Two Q(s, a) heads on one shared trunk, as the 2020 three-file library's modified SAC has them: one forward pass
+    of the trunk serves both heads, which differ in their last layer only; the actor follows the first."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.state_norm = nn.Identity()
+        self.net = nn.Sequential(build_mlp([state_dim + action_dim, net_dim, net_dim]), nn.ReLU())
+        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(net_dim, 1), std=0.1) for _ in range(2))
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.get_q_heads(state, action)[0]  # (batch,)
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        hidden = self.net(torch.cat((self.state_norm(state), action), dim=1))  # (batch, net_dim)
+        return self.q1(hidden).squeeze(1), self.q2(hidden).squeeze(1)
+
+
 # ---- on-policy actors and critic (PPO, A2C) ----
 
 

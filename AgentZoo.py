@@ -23,8 +23,8 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, QNet, QNetDist,
-                      QNetDistDuel, QNetDuel, QNetTwin, StateNorm)
+from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, CriticTwinShared, QNet,
+                      QNetDist, QNetDistDuel, QNetDuel, QNetTwin, StateNorm)
 
 # ---- helpers ----
 
@@ -693,9 +693,9 @@ class AgentOffPolicy(AgentBase):
 
     def update_net(self, buffer: ReplayBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """repeat_times gradient steps of the critic per transition added since the last call (the
-        update-to-data ratio); every policy_delay-th critic step, counted across calls, also steps the actor and
-        soft-updates both targets (TD3 paper, Algorithm 1). Returns mean objectives (obj_actor NaN in a call
-        without an actor step, so that every recorder row has the same columns)."""
+        update-to-data ratio); a critic step after which if_actor_step says so also steps the actor and
+        soft-updates both targets. Returns mean objectives (obj_actor NaN in a call without an actor step, so that
+        every recorder row has the same columns)."""
         update_times = max(1, int(buffer.add_size * repeat_times))
         buffer.add_size = 0
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
@@ -707,7 +707,7 @@ class AgentOffPolicy(AgentBase):
             buffer.update_priorities(idx, td_errors)
             sum_obj_critic = sum_obj_critic + obj_critic.detach()  # summed on the device: no sync per step
             self.critic_steps += 1
-            if self.critic_steps % self.policy_delay != 0:
+            if not self.if_actor_step(obj_critic):
                 continue
 
             if self.act_optimizer is not None:
@@ -725,6 +725,11 @@ class AgentOffPolicy(AgentBase):
         if self.act_optimizer is not None:
             stats["obj_actor"] = sum_obj_actor.item() / actor_steps if actor_steps else math.nan
         return stats | self.extra_stats()
+
+    def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
+        """Whether the actor and the targets step after this critic step: every policy_delay-th, counted across
+        calls of update_net (TD3 paper, Algorithm 1)."""
+        return self.critic_steps % self.policy_delay == 0
 
     def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Regress every Q head onto reward + discount * next_q (discount = gamma^k * not_terminated), each
@@ -950,6 +955,39 @@ class AgentSAC(AgentOffPolicy):
 
     def extra_save_names(self) -> tuple[str, ...]:
         return ("log_alpha", "alpha_optimizer")
+
+
+class AgentModSAC(AgentSAC):
+    """SAC as the 2020 three-file library modified it (ElegantRL's AgentModSAC, late 2020): twin Q heads on one shared
+    trunk (CriticTwinShared), an actor that steps less often while the critic is unreliable (if_actor_step), and log
+    alpha kept in [-16, 2]. The target keeps SAC's minimum of the two heads."""
+
+    cri_class = CriticTwinShared
+    log_alpha_range = (-16.0, 2.0)  # alpha in [1e-7, 7.4]: a temperature that can neither vanish nor run away
+    critic_average = 0.995  # the weight of the past in the running average of the critic's loss
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
+        super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
+        self.obj_critic_avg = math.sqrt(-math.log(0.5))  # a start at which the critic is half reliable
+        self.actor_credit = 1.0  # actor steps owed; the first critic step is followed by one
+
+    def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
+        """The "reliable lambda": lambda = exp(-L^2), L a running average of the critic's loss per head, and the actor
+        takes 1 / (2 - lambda) steps per critic step, from half of them (an unreliable critic) to every one (a
+        reliable one). A credit that grows by that share and pays one actor step per unit spreads them evenly. The
+        loss is read on the host each step: free on the CPU, a wait per step on a GPU."""
+        self.obj_critic_avg = (self.critic_average * self.obj_critic_avg
+                               + (1 - self.critic_average) * obj_critic.item() / 2)  # two heads' losses summed
+        self.actor_credit += 1 / (2 - math.exp(-self.obj_critic_avg ** 2))
+        if self.actor_credit < 1:
+            return False
+        self.actor_credit -= 1
+        return True
+
+    def extra_update(self, batch: tuple[torch.Tensor, ...]):
+        super().extra_update(batch)
+        with torch.no_grad():
+            self.log_alpha.clamp_(*self.log_alpha_range)
 
 
 class AgentDiscreteSAC(AgentSAC):

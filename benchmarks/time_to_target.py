@@ -49,15 +49,15 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
                     "AgentDiscreteA2C", "AgentDiscreteA3C", "AgentDiscreteVPG", "AgentDiscreteTRPO", "AgentDiscreteACKTR",
                     "AgentACER"],
     "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentACER"],
-    "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentPPO", "AgentVPG", "AgentTRPO", "AgentACKTR"],
+    "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentPPO", "AgentVPG", "AgentTRPO", "AgentACKTR"],
     "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO"],
-    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentPPO"],
+    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentPPO"],
     "FetchReach-v4": ["AgentDDPG", "AgentTD3", "AgentSAC"],  # goal env: hindsight replay (needs gymnasium-robotics)
     "MountainCarContinuous-v0": ["AgentSAC"],  # its reward needs exploration that keeps a direction (noise_beta)
     "BipedalWalker-v3": ["AgentPPO"],
 }
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
-          "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC",
+          "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC", "AgentModSAC": "SAC",
           "AgentDiscreteA3C": "A2C",  # SB3 has no A3C: A2C is its synchronous version
           "AgentC51": "QRDQN", "AgentRainbow": "QRDQN",  # distributional: sb3-contrib's QR-DQN
           "AgentDiscreteSAC": "DQN",  # SB3's SAC has no discrete actions

@@ -1,0 +1,49 @@
+"""AgentModSAC: twin Q heads on a shared trunk, the actor's share of steps set by how reliable the critic is, and a
+clamped temperature."""
+import math
+
+import torch
+
+from AgentNet import CriticTwinShared
+from AgentZoo import AgentModSAC
+
+
+def test_both_heads_train_the_shared_trunk_and_differ():
+    critic = CriticTwinShared(32, 3, 1)
+    state, action = torch.randn(8, 3), torch.rand(8, 1) * 2 - 1
+    q1, q2 = critic.get_q_heads(state, action)
+    assert not torch.equal(q1, q2) and torch.equal(critic(state, action), q1)
+    q2.sum().backward()  # the second head alone
+    assert critic.net[0][0].weight.grad.abs().sum() > 0 and critic.q1.weight.grad is None
+
+
+def actor_steps(agent: AgentModSAC, obj_critic: float, critic_steps: int) -> int:
+    return sum(agent.if_actor_step(torch.tensor(obj_critic)) for _ in range(critic_steps))
+
+
+def test_the_actor_steps_on_half_the_critic_steps_when_the_critic_is_unreliable_and_on_all_when_it_is():
+    unreliable = AgentModSAC(16, 3, 1, device="cpu")
+    actor_steps(unreliable, 100.0, 2000)  # the running average reaches the loss: lambda = exp(-50^2) = 0
+    assert actor_steps(unreliable, 100.0, 1000) == 500
+    reliable = AgentModSAC(16, 3, 1, device="cpu")
+    actor_steps(reliable, 0.0, 2000)  # lambda -> 1
+    assert actor_steps(reliable, 0.0, 1000) >= 995
+
+
+def test_a_half_reliable_critic_gets_two_actor_steps_in_three():
+    agent = AgentModSAC(16, 3, 1, device="cpu")
+    loss = 2 * math.sqrt(-math.log(0.5))  # two heads: a loss per head at which lambda = 0.5
+    assert actor_steps(agent, loss, 3000) in (2000, 2001)  # 1 / (2 - 0.5) = 2/3; the first critic step has one
+
+
+def test_log_alpha_is_clamped_after_its_step():
+    agent = AgentModSAC(16, 3, 1, device="cpu")
+    batch = (torch.randn(32, 3),)
+    with torch.no_grad():
+        agent.log_alpha.fill_(5.0)
+    agent.extra_update(batch)
+    assert agent.log_alpha.item() == 2.0
+    with torch.no_grad():
+        agent.log_alpha.fill_(-30.0)
+    agent.extra_update(batch)
+    assert agent.log_alpha.item() == -16.0
