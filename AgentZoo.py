@@ -975,7 +975,12 @@ class AgentModSAC(AgentSAC):
         """The "reliable lambda": lambda = exp(-L^2), L a running average of the critic's loss per head, and the actor
         takes 1 / (2 - lambda) steps per critic step, from half of them (an unreliable critic) to every one (a
         reliable one). A credit that grows by that share and pays one actor step per unit spreads them evenly. The
-        loss is read on the host each step: free on the CPU, a wait per step on a GPU."""
+        loss is read on the host each step: free on the CPU, a wait per step on a GPU. Data-parallel learners average
+        it over the ranks first, so that all of them step their actors alike and their all_reduce stays in step."""
+        obj_critic = obj_critic.detach().clone()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(obj_critic)
+            obj_critic /= torch.distributed.get_world_size()
         self.obj_critic_avg = (self.critic_average * self.obj_critic_avg
                                + (1 - self.critic_average) * obj_critic.item() / 2)  # two heads' losses summed
         self.actor_credit += 1 / (2 - math.exp(-self.obj_critic_avg ** 2))

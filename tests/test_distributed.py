@@ -14,16 +14,16 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from AgentRun import Arguments, prepare_env
-from AgentZoo import AgentSAC, ReplayBuffer
+from AgentZoo import AgentModSAC, AgentSAC, ReplayBuffer
 from test_multiprocess import ROOT
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
-def learn_on_own_data(rank: int, world: int, init_file: str, results):
+def learn_on_own_data(rank: int, world: int, init_file: str, results, agent_class=AgentSAC):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     torch.manual_seed(0)
-    agent = AgentSAC(32, 3, 1, device="cpu")
+    agent = agent_class(32, 3, 1, device="cpu")
     buffer = ReplayBuffer(1000, 3, 1, if_discrete=False)
     generator = torch.Generator().manual_seed(rank)  # each rank's own transitions
     buffer.extend(torch.randn(256, 3, generator=generator), torch.rand(256, 1, generator=generator) * 2 - 1,
@@ -35,16 +35,17 @@ def learn_on_own_data(rank: int, world: int, init_file: str, results):
     dist.destroy_process_group()
 
 
-def learned_networks(world: int, init_file: str) -> dict:
+def learned_networks(world: int, init_file: str, agent_class=AgentSAC) -> dict:
     results = mp.Manager().dict()
-    mp.spawn(learn_on_own_data, args=(world, init_file, results), nprocs=world)
+    mp.spawn(learn_on_own_data, args=(world, init_file, results, agent_class), nprocs=world)
     return dict(results)
 
 
-def test_ranks_that_learn_from_their_own_data_keep_equal_networks(tmp_path):
+@pytest.mark.parametrize("agent_class", [AgentSAC, AgentModSAC])  # ModSAC: actor steps decided by the critic's loss
+def test_ranks_that_learn_from_their_own_data_keep_equal_networks(agent_class, tmp_path):
     """Each rank steps with the mean of both ranks' gradients: equal networks, and not rank 0's alone."""
-    together = learned_networks(2, str(tmp_path / "init2"))
-    alone = learned_networks(1, str(tmp_path / "init1"))
+    together = learned_networks(2, str(tmp_path / "init2"), agent_class)
+    alone = learned_networks(1, str(tmp_path / "init1"), agent_class)
     assert torch.equal(together[0], together[1])
     assert not torch.equal(together[0], alone[0])
 
