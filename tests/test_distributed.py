@@ -20,34 +20,40 @@ from test_multiprocess import ROOT
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
-def learn_on_own_data(rank: int, world: int, init_file: str, results, agent_class=AgentSAC):
+AGENTS_IN_STEP = (AgentSAC, AgentModSAC)  # ModSAC: its actor steps are decided by the critic's loss, on every rank
+
+
+def learn_on_own_data(rank: int, world: int, init_file: str, results):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    torch.manual_seed(0)
-    agent = agent_class(32, 3, 1, device="cpu")
-    buffer = ReplayBuffer(1000, 3, 1, if_discrete=False)
-    generator = torch.Generator().manual_seed(rank)  # each rank's own transitions
-    buffer.extend(torch.randn(256, 3, generator=generator), torch.rand(256, 1, generator=generator) * 2 - 1,
-                  torch.randn(256, generator=generator), torch.full((256,), 0.99), torch.randn(256, 3, generator=generator))
-    for _ in range(3):
-        buffer.add_size = 64
-        agent.update_net(buffer, 32, 1.0)
-    results[rank] = torch.cat([torch.nn.utils.parameters_to_vector(net.parameters()) for net in (agent.act, agent.cri)]).detach()
+    for agent_class in AGENTS_IN_STEP:
+        torch.manual_seed(0)
+        agent = agent_class(32, 3, 1, device="cpu")
+        buffer = ReplayBuffer(1000, 3, 1, if_discrete=False)
+        generator = torch.Generator().manual_seed(rank)  # each rank's own transitions
+        buffer.extend(torch.randn(256, 3, generator=generator), torch.rand(256, 1, generator=generator) * 2 - 1,
+                      torch.randn(256, generator=generator), torch.full((256,), 0.99),
+                      torch.randn(256, 3, generator=generator))
+        for _ in range(3):
+            buffer.add_size = 64
+            agent.update_net(buffer, 32, 1.0)
+        results[rank, agent_class.__name__] = torch.cat([torch.nn.utils.parameters_to_vector(net.parameters())
+                                                         for net in (agent.act, agent.cri)]).detach()
     dist.destroy_process_group()
 
 
-def learned_networks(world: int, init_file: str, agent_class=AgentSAC) -> dict:
+def learned_networks(world: int, init_file: str) -> dict:
     results = mp.Manager().dict()
-    mp.spawn(learn_on_own_data, args=(world, init_file, results, agent_class), nprocs=world)
+    mp.spawn(learn_on_own_data, args=(world, init_file, results), nprocs=world)
     return dict(results)
 
 
-@pytest.mark.parametrize("agent_class", [AgentSAC, AgentModSAC])  # ModSAC: actor steps decided by the critic's loss
-def test_ranks_that_learn_from_their_own_data_keep_equal_networks(agent_class, tmp_path):
+def test_ranks_that_learn_from_their_own_data_keep_equal_networks(tmp_path):
     """Each rank steps with the mean of both ranks' gradients: equal networks, and not rank 0's alone."""
-    together = learned_networks(2, str(tmp_path / "init2"), agent_class)
-    alone = learned_networks(1, str(tmp_path / "init1"), agent_class)
-    assert torch.equal(together[0], together[1])
-    assert not torch.equal(together[0], alone[0])
+    together = learned_networks(2, str(tmp_path / "init2"))
+    alone = learned_networks(1, str(tmp_path / "init1"))
+    for name in (agent_class.__name__ for agent_class in AGENTS_IN_STEP):
+        assert torch.equal(together[0, name], together[1, name]), name
+        assert not torch.equal(together[0, name], alone[0, name]), name
 
 
 def free_port() -> int:
