@@ -1507,8 +1507,11 @@ def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int)
                             {"step": step, "episodes": episodes, "evaluator": evaluator.state_dict(), "rng": rng_states()})
 
         episodes_seen, returns, last_save_time, stop_reason = 0, [], time.time(), None  # returns: this rank's, unrecorded
-        # torchrun passes a Ctrl-C on to its ranks as SIGTERM: rank 0 then stops as the other loops do at Ctrl-C
-        signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+        # torchrun passes a Ctrl-C on to every rank (SIGINT, or SIGTERM): a rank notes it, and rank 0 stops the job at
+        # the end of the round as it decides every stop, so that no rank leaves the others waiting in a collective
+        interrupted = []
+        previous_handlers = {signum: signal.signal(signum, lambda received, frame: interrupted.append(received))
+                             for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
             while stop_reason is None:
                 trajectory = explore(agent, env, horizon, args, step)
@@ -1516,11 +1519,12 @@ def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int)
                 buffer.extend(*trajectory)
                 agent.update_state_norm(trajectory[0])  # every rank's states, merged in one all_reduce
                 step += horizon * args.num_envs * world
-                # [ranks not ready to learn, episodes ended this round], summed over the ranks: all learn, or none
-                counts = torch.tensor([not ready_to_learn(args, step, buffer), episode_count(env) - episodes_seen],
-                                      device=agent.device)
+                # [ranks not ready to learn, episodes ended this round, ranks interrupted], summed over the ranks: all
+                # learn, or none
+                counts = torch.tensor([not ready_to_learn(args, step, buffer), episode_count(env) - episodes_seen,
+                                       len(interrupted) > 0], device=agent.device)
                 dist.all_reduce(counts)
-                learns, new_episodes = counts[0].item() == 0, int(counts[1].item())
+                learns, new_episodes, if_interrupted = counts[0].item() == 0, int(counts[1].item()), counts[2].item() > 0
                 returns += new_returns(env, episodes_seen)
                 episodes, episodes_seen = episodes + new_episodes, episode_count(env)
                 if learns:
@@ -1534,6 +1538,7 @@ def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int)
                         avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
                         stop_reason = target_reason(args, avg_return) or stop_reason
                     stop_reason = stop_file_reason(args.cwd) or stop_reason
+                    stop_reason = "Ctrl-C" if if_interrupted else stop_reason
                     if stop_reason is not None:
                         evaluator.finish()
                     if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
@@ -1542,11 +1547,9 @@ def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int)
                 decided = [stop_reason]
                 dist.broadcast_object_list(decided, src=0)
                 stop_reason = decided[0]
-        except KeyboardInterrupt:
-            if rank == 0:
-                evaluator.finish()
-                save()  # the round in flight is lost; everything before it is in the checkpoint
-            stop_reason = "Ctrl-C"
+        finally:
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
         return stop_reason, step, evaluator
     finally:
         dist.destroy_process_group()
