@@ -977,8 +977,8 @@ class AgentModSAC(AgentSAC):
         reliable one). A credit that grows by that share and pays one actor step per unit spreads them evenly. The
         loss is read on the host each step: free on the CPU, a wait per step on a GPU. Data-parallel learners average
         it over the ranks first, so that all of them step their actors alike and their all_reduce stays in step."""
-        obj_critic = obj_critic.detach().clone()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
+            obj_critic = obj_critic.detach().clone()  # the summed objective of update_net stays this rank's
             torch.distributed.all_reduce(obj_critic)
             obj_critic /= torch.distributed.get_world_size()
         self.obj_critic_avg = (self.critic_average * self.obj_critic_avg
