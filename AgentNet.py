@@ -373,3 +373,78 @@ class CriticValue(nn.Module):
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.state_norm(state)).squeeze(-1)  # (batch,)
+
+
+# ---- multi-agent networks (a team's states: every agent's observation side by side) ----
+
+
+def with_agent_ids(state: torch.Tensor, num_agents: int) -> torch.Tensor:
+    """A team's state (..., num_agents * obs_dim) -> each agent's observation with a one-hot of its index appended,
+    (..., num_agents, obs_dim + num_agents): the input of a network that every agent shares and that must still
+    tell the agents apart (parameter sharing, as QMIX and MAPPO do)."""
+    obs = state.unflatten(-1, (num_agents, -1))  # (..., num_agents, obs_dim)
+    ids = torch.eye(num_agents, dtype=obs.dtype, device=obs.device).expand(*obs.shape[:-1], num_agents)
+    return torch.cat((obs, ids), dim=-1)
+
+
+class MonotonicMixer(nn.Module):
+    """QMIX's mixing network (Rashid et al. arXiv:1803.11485, section 4.1): Q_tot = w2 . elu(W1 q + b1) + V(s), its
+    weights made by hypernetworks from the team's state, and kept non-negative (absolute values), so that Q_tot is
+    monotonic in every agent's q (eq. 5) and each agent's argmax is the team's. The paper's sizes: a mixing layer of
+    32 units, one-layer hypernetworks, and a two-layer V(s). The hypernetworks take tanh(state), bounded as the
+    states of SMAC, the paper's tasks, are: with the particle tasks' unbounded positions the weights, linear in the
+    state, grew along trajectories and Q_tot diverged (History/UPDATE_LOG.md, 2026-11-25)."""
+
+    def __init__(self, team_state_dim: int, num_agents: int, mix_dim: int = 32):
+        super().__init__()
+        self.hyper_w1 = nn.Linear(team_state_dim, num_agents * mix_dim)
+        self.hyper_b1 = nn.Linear(team_state_dim, mix_dim)
+        self.hyper_w2 = nn.Linear(team_state_dim, mix_dim)
+        self.value = build_mlp([team_state_dim, mix_dim, 1])
+
+    def forward(self, agent_q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """Every agent's q (B, num_agents) and the team's state (B, team_state_dim) -> Q_tot (B,)."""
+        state = torch.tanh(state)
+        w1 = self.hyper_w1(state).abs().unflatten(-1, (agent_q.shape[-1], -1))  # (B, num_agents, mix_dim)
+        hidden = nn.functional.elu(torch.einsum("bn,bnm->bm", agent_q, w1) + self.hyper_b1(state))  # (B, mix_dim)
+        return (hidden * self.hyper_w2(state).abs()).sum(dim=-1) + self.value(state).squeeze(-1)
+
+
+class SumMixer(nn.Module):
+    """VDN's mixing (Sunehag et al. arXiv:1706.05296, eq. 1): Q_tot is the sum of the agents' q."""
+
+    def __init__(self, team_state_dim: int, num_agents: int):
+        super().__init__()
+
+    def forward(self, agent_q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        return agent_q.sum(dim=-1)  # (B,)
+
+
+class QMixNet(nn.Module):
+    """A team of discrete-action agents with one shared agent network, q_i = Q(o_i, id_i, .) (with_agent_ids), whose
+    chosen q_i a mixer (mixer_class) joins into the team's Q_tot(s, a). forward gives every agent's q-values for acting;
+    get_q_heads Q_tot of a joint action for learning. The agent networks are feed-forward (the papers' are recurrent):
+    the particle tasks' observations hold all that an agent needs to act."""
+
+    mixer_class = MonotonicMixer
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int, if_noisy: bool = False):
+        super().__init__()
+        self.num_agents = num_agents
+        self.agent_net = QNet(net_dim, state_dim + num_agents, action_dim, if_noisy)
+        self.mixer = self.mixer_class(num_agents * state_dim, num_agents)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        """A team's state (..., num_agents * state_dim) -> every agent's q-values (..., num_agents, action_dim)."""
+        return self.agent_net(with_agent_ids(state, self.num_agents))
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Q_tot of the joint action taken, action (B, num_agents) integers -> (Q_tot (B,),)."""
+        agent_q = self(state).gather(-1, action.unsqueeze(-1)).squeeze(-1)  # (B, num_agents)
+        return (self.mixer(agent_q, state),)
+
+
+class VDNNet(QMixNet):
+    """QMixNet whose mixer sums (VDN)."""
+
+    mixer_class = SumMixer

@@ -10,6 +10,7 @@ import contextlib
 import copy
 import csv
 import dataclasses
+import importlib
 import io
 import itertools
 import json
@@ -17,6 +18,7 @@ import math
 import multiprocessing as mp
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -123,9 +125,17 @@ class Arguments:
     def resolve(self, env_info: "EnvInfo"):
         """Fill the fields left at None from the agent and the environment and check every value; writes nothing."""
         agent_class = self.get_agent_class()
+        if agent_class.if_multi_agent != env_info.if_multi_agent:
+            suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_multi_agent == env_info.if_multi_agent
+                        and cls.if_discrete == env_info.if_discrete]
+            raise ValueError(f"{agent_class.__name__} is a {'multi' if agent_class.if_multi_agent else 'single'}-agent "
+                             f"agent, but {env_info.env_name} is a "
+                             + (f"multi-agent env ({env_info.num_agents} agents)" if env_info.if_multi_agent else
+                                "single-agent env") + f"; use one of {', '.join(suitable)}")
         if agent_class.if_discrete != env_info.if_discrete:
             wanted = "Discrete" if env_info.if_discrete else "Box"
-            suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_discrete == env_info.if_discrete]
+            suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_discrete == env_info.if_discrete
+                        and cls.if_multi_agent == env_info.if_multi_agent]
             raise ValueError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
                              f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                              f"use one of {', '.join(suitable)}")
@@ -329,6 +339,10 @@ class EnvInfo:
     if_discrete: bool
     target_return: float  # the spec's reward_threshold; +inf (never stop on return) if it has none
     goal_dim: int = 0  # a goal env's goal length (its states end with achieved_goal, desired_goal); 0: not a goal env
+    # a multi-agent env (MultiAgentEnv): state_dim and action_dim are each agent's, the env's states and actions the
+    # team's, num_agents of them side by side
+    if_multi_agent: bool = False
+    num_agents: int = 1
 
 
 # Pendulum-v1 declares no reward_threshold; -200 is the common choice (shared/BENCH.md). FetchReach-v4 declares none
@@ -338,7 +352,9 @@ TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0, "FetchReach-v4": -5.0}
 
 
 def env_name_of(env: gym.Env) -> str:
-    return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    if env.spec is not None:
+        return env.spec.id
+    return env.unwrapped.name if hasattr(env.unwrapped, "possible_agents") else type(env.unwrapped).__name__
 
 
 def env_to_config(env: str | gym.Env) -> str | dict:
@@ -347,6 +363,10 @@ def env_to_config(env: str | gym.Env) -> str | dict:
     is recorded by its class and the reason, and env_from_config refuses it."""
     if isinstance(env, str):
         return env
+    if not isinstance(env, gym.Env):
+        return {"id": None, "class": f"{type(env).__module__}.{type(env).__qualname__}",
+                "reason": "it is a PettingZoo env instance; train with its mpe2 id (simple_spread_v3), or with "
+                          "AgentRun.make_mpe2_env(id, **kwargs) for other settings"}
     if env.spec is None:
         reason = "it has no gymnasium spec (its class is not registered)"
     else:
@@ -363,6 +383,8 @@ def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
     if isinstance(value, str):
         if not kwargs:
             return value
+        if is_mpe2_id(value):
+            return make_mpe2_env(value, **kwargs)
         return make_robotics_env(value, **kwargs) if value.startswith(ROBOTICS_PREFIXES) else gym.make(value, **kwargs)
     if value["id"] is None:
         raise ValueError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
@@ -375,7 +397,7 @@ def make_twin_env(env: str | gym.Env) -> str | gym.Env:
     """A second, independent env for evaluation: the same id, or a new instance of an instance's spec."""
     if isinstance(env, str):
         return env
-    return gym.make(env.spec) if env.spec is not None else copy.deepcopy(env)
+    return gym.make(env.spec) if getattr(env, "spec", None) is not None else copy.deepcopy(env)
 
 
 ROBOTICS_PREFIXES = ("Fetch", "HandManipulate", "HandReach", "PointMaze", "AntMaze", "Adroit", "FrankaKitchen")
@@ -440,10 +462,134 @@ class GoalObservation(gym.ObservationWrapper):
         return np.asarray(unwrapped.compute_reward(achieved, desired, {}), np.float32), terminated
 
 
+class MultiAgentEnv(gym.Env):
+    """A PettingZoo parallel env (the multi-agent API of the gymnasium ecosystem) as one gymnasium env of the whole
+    team, so that vector envs, the loops, evaluation, checkpoints and replay serve multi-agent agents as they are:
+    - observation: every agent's, zero-padded to the longest and joined in possible_agents' order, (num_agents * obs_dim,);
+    - action: every agent's, MultiDiscrete (num_agents,) or Box (num_agents * action_dim,): one action space for all;
+    - reward: the team's, the sum of the agents' rewards (the agents here learn cooperative tasks);
+    - terminated, truncated: every agent's, which must agree: agents that leave or join mid-episode are refused.
+    The env's max_cycles (PettingZoo's episode length) is its time limit. Made by gym.make for "mpe2/<name>" ids
+    (make_mpe2_env registers them), or around an instance: MultiAgentEnv(parallel_env=...)."""
+
+    metadata = {"render_modes": ["human", "rgb_array"]}  # mpe2's, which gym.make checks before one is made
+
+    def __init__(self, parallel_env=None, module: str | None = None, render_mode: str | None = None, **kwargs):
+        if parallel_env is None:
+            parallel_env = importlib.import_module(module).parallel_env(render_mode=render_mode, **kwargs)
+        self.env = parallel_env
+        self.name = parallel_env.metadata.get("name", type(parallel_env).__name__)
+        self.possible_agents = list(parallel_env.possible_agents)
+        self.metadata = {"render_modes": parallel_env.metadata.get("render_modes", []),
+                         "render_fps": parallel_env.metadata.get("render_fps", 10)}
+        self.render_mode = getattr(parallel_env, "render_mode", render_mode)
+        self.max_cycles = getattr(parallel_env.unwrapped, "max_cycles", None)
+
+        obs_spaces = [parallel_env.observation_space(agent) for agent in self.possible_agents]
+        if not all(isinstance(space, gym.spaces.Box) for space in obs_spaces):
+            raise ValueError(f"{self.name}: observation spaces {obs_spaces} are not supported; the agents take Box "
+                             f"observations (flattened)")
+        self.obs_sizes = [int(np.prod(space.shape)) for space in obs_spaces]
+        self.obs_dim = max(self.obs_sizes)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (len(self.possible_agents) * self.obs_dim,), np.float32)
+
+        spaces = [parallel_env.action_space(agent) for agent in self.possible_agents]
+        if any(space != spaces[0] for space in spaces) or not isinstance(spaces[0], (gym.spaces.Discrete, gym.spaces.Box)):
+            raise ValueError(f"{self.name}: the agents' action spaces {dict(zip(self.possible_agents, spaces))} are not "
+                             f"supported; the multi-agent agents act in one action space shared by every agent, Discrete "
+                             f"or flat Box (not mixed Box and Discrete, nor Discrete ones of different sizes); wrap the env "
+                             f"so that every agent has the same one")
+        self.agent_space = spaces[0]
+        if isinstance(self.agent_space, gym.spaces.Discrete):
+            self.action_space = gym.spaces.MultiDiscrete([self.agent_space.n] * len(spaces))  # actions from 0
+        else:
+            low, high = (np.tile(bound.ravel(), len(spaces)) for bound in (self.agent_space.low, self.agent_space.high))
+            self.action_space = gym.spaces.Box(low, high, dtype=np.float32)
+
+    def joint_observation(self, observations: dict) -> np.ndarray:
+        joint = np.zeros((len(self.possible_agents), self.obs_dim), np.float32)  # (num_agents, obs_dim)
+        for row, agent, size in zip(joint, self.possible_agents, self.obs_sizes):
+            row[:size] = np.asarray(observations[agent], np.float32).ravel()
+        return joint.ravel()
+
+    def check_agents(self, agents, when: str):
+        if list(agents) != self.possible_agents:
+            raise ValueError(f"{self.name}: agents {list(agents)} {when}, not the env's possible_agents "
+                             f"{self.possible_agents}; the multi-agent agents need every agent from the first step "
+                             f"to the last (agents that leave or join mid-episode are not supported)")
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        observations, _ = self.env.reset(seed=seed, options=options)
+        self.check_agents(self.env.agents, "began the episode")
+        return self.joint_observation(observations), {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if isinstance(self.agent_space, gym.spaces.Discrete):
+            actions = {agent: int(a) + int(self.agent_space.start) for agent, a in zip(self.possible_agents, action)}
+        else:
+            rows = np.asarray(action, self.agent_space.dtype).reshape(len(self.possible_agents), *self.agent_space.shape)
+            actions = dict(zip(self.possible_agents, rows))
+        observations, rewards, terminations, truncations, _ = self.env.step(actions)
+        self.check_agents(observations, "stepped")
+        terminated, truncated = (set(ends[agent] for agent in self.possible_agents) for ends in (terminations, truncations))
+        if len(terminated) > 1 or len(truncated) > 1:
+            raise ValueError(f"{self.name}: terminations {terminations} and truncations {truncations} differ across "
+                             f"agents: agents that leave mid-episode are not supported")
+        terminated, truncated = terminated.pop(), truncated.pop()
+        if not (terminated or truncated):
+            self.check_agents(self.env.agents, "go on")
+        return self.joint_observation(observations), float(sum(rewards.values())), terminated, truncated, {}
+
+    def render(self):
+        return self.env.render()
+
+    def close(self):
+        self.env.close()
+
+
+def is_mpe2_id(env_id: str) -> bool:
+    """Whether an id names an mpe2 env: "mpe2/<name>", or a bare name of one ("simple_spread_v3")."""
+    return env_id.startswith("mpe2/") or re.fullmatch(r"(simple\w*|collect_treasure)_v\d+", env_id) is not None
+
+
+def make_mpe2_env(env_id: str, **kwargs) -> gym.Env:
+    """A Multi Particle Environment of the optional mpe2 package, "simple_spread_v3" or "mpe2/simple_spread_v3", as a
+    MultiAgentEnv; its id is registered with gymnasium on first use, so that config.json records it (with kwargs such
+    as continuous_actions=True, on an instance that make_mpe2_env made) and resume and replay rebuild it."""
+    name = env_id.removeprefix("mpe2/")
+    try:
+        importlib.import_module(f"mpe2.{name}")
+    except ModuleNotFoundError as error:
+        if error.name == "mpe2":
+            raise ValueError(f"{env_id} is a multi-agent env of mpe2, an optional package: pip install mpe2") from None
+        raise ValueError(f"unknown mpe2 env {env_id!r}; mpe2 has simple_spread_v3, simple_reference_v3, "
+                         f"simple_speaker_listener_v4 and others (its modules)") from None
+    gym_id = f"mpe2/{name}"
+    if gym_id not in gym.registry:
+        # by the library's module name: gymnasium imports it when it remakes the env from a spec
+        gym.register(gym_id, entry_point="AgentRun:MultiAgentEnv", kwargs={"module": f"mpe2.{name}"},
+                     disable_env_checker=True)
+    return gym.make(gym_id, **kwargs)
+
+
+def as_gymnasium(env):
+    """A PettingZoo parallel env as a MultiAgentEnv; a PettingZoo AEC env refused; anything else as it is."""
+    if isinstance(env, gym.Env) or not hasattr(env, "possible_agents"):
+        return env
+    if hasattr(env, "agent_iter"):  # PettingZoo's AEC API: agents act one after another
+        raise ValueError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel API: "
+                         f"make it with the env module's parallel_env(), or convert it with "
+                         f"pettingzoo.utils.conversions.aec_to_parallel(env)")
+    return MultiAgentEnv(parallel_env=env)
+
+
 def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.Env, EnvInfo]:
     """Make the env, check its spaces, flatten a goal env's observations (GoalObservation; if_record_ends for it), and
     rescale Box actions from the agents' [-1, 1] to its bounds."""
-    if isinstance(env, str):
+    if isinstance(env, str) and is_mpe2_id(env):
+        env = make_mpe2_env(env)
+    elif isinstance(env, str):
         try:
             env = gym.make(env)
         except gym.error.Error as error:
@@ -451,9 +597,12 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
                 return prepare_env(make_robotics_env(env), if_record_ends)
             raise ValueError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
                              f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
-                             f"(gymnasium.pprint_registry() lists them all), or a gymnasium.Env instance") from None
-    elif not isinstance(env, gym.Env):
-        raise TypeError(f"env must be a gymnasium id or a gymnasium.Env instance, got {type(env).__name__}")
+                             f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
+                             f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
+    env = as_gymnasium(env)
+    if not isinstance(env, gym.Env):
+        raise TypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel env), got "
+                        f"{type(env).__name__}")
     env_name, spec = env_name_of(env), env.spec
     goal_dim = 0
     if isinstance(env.observation_space, gym.spaces.Dict):
@@ -461,11 +610,14 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
         goal_dim = env.goal_dim
 
     obs_space, action_space = env.observation_space, env.action_space
+    num_agents = len(getattr(env.unwrapped, "possible_agents", [None]))  # a MultiAgentEnv's team, side by side
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         raise ValueError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
                          f"Box observations of shape (state_dim,), or a goal env's Dict (images, other Dicts, Tuple "
                          f"and Discrete are not)")
-    if isinstance(action_space, gym.spaces.Discrete):
+    if isinstance(action_space, gym.spaces.MultiDiscrete) and hasattr(env.unwrapped, "possible_agents"):
+        if_discrete, action_dim = True, int(action_space.nvec[0])  # each agent's actions 0..n-1 (MultiAgentEnv)
+    elif isinstance(action_space, gym.spaces.Discrete):
         if_discrete, action_dim = True, int(action_space.n)
         if action_space.start != 0:  # the agents' actions are 0..n-1
             start = int(action_space.start)
@@ -474,7 +626,7 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
         if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
             raise ValueError(f"{env_name}: action space {action_space} has infinite bounds; they must be finite "
                              f"so that the agents' [-1, 1] actions can be rescaled to them")
-        if_discrete, action_dim = False, action_space.shape[0]
+        if_discrete, action_dim = False, action_space.shape[0] // num_agents
         if not (np.all(action_space.low == -1) and np.all(action_space.high == 1)):
             env = gym.wrappers.RescaleAction(env, np.float32(-1), np.float32(1))  # float32: a float64 Box warns
     else:
@@ -487,16 +639,18 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
     threshold = spec.reward_threshold if spec is not None else None
     if threshold is None:
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
-    return env, EnvInfo(env_name, obs_space.shape[0], action_dim, if_discrete, float(threshold), goal_dim)
+    return env, EnvInfo(env_name, obs_space.shape[0] // num_agents, action_dim, if_discrete, float(threshold), goal_dim,
+                        hasattr(env.unwrapped, "possible_agents"), num_agents)
 
 
 def has_time_limit(env: gym.Env) -> bool:
-    """Whether a TimeLimit wrapper (gym.make adds one for a spec's max_episode_steps) truncates the env's episodes."""
+    """Whether a TimeLimit wrapper (gym.make adds one for a spec's max_episode_steps) truncates the env's episodes,
+    or a PettingZoo env's max_cycles (MultiAgentEnv)."""
     while isinstance(env, gym.Wrapper):
         if isinstance(env, gym.wrappers.TimeLimit):
             return True
         env = env.env
-    return False
+    return getattr(env, "max_cycles", None) is not None
 
 
 def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False, returns_kept: int = 100
@@ -821,7 +975,13 @@ def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) ->
 def build_agent(args: Arguments, env_info: EnvInfo, device=None) -> AgentBase:
     """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
     hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
-    return args.agent(args.net_dim, env_info.state_dim, env_info.action_dim, device=device, **hyperparameters)
+    return new_agent(args.agent, args.net_dim, env_info, device, hyperparameters)
+
+
+def new_agent(agent_class: type, net_dim: int, env_info: EnvInfo, device, hyperparameters: dict) -> AgentBase:
+    """An agent for the env of env_info: a multi-agent one is also told the size of the team."""
+    team = {"num_agents": env_info.num_agents} if agent_class.if_multi_agent else {}
+    return agent_class(net_dim, env_info.state_dim, env_info.action_dim, device=device, **team, **hyperparameters)
 
 
 def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | RolloutBuffer:
@@ -832,7 +992,7 @@ def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | R
             return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
                                          num_envs=args.num_envs * args.num_workers,  # a round's env copies
                                          reward_scale=args.reward_scale, gamma=args.gamma)
-        return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes)
+        return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents)
     if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
         return SegmentReplayBuffer(args.max_memo, device)
     return RolloutBuffer(device)
@@ -1577,7 +1737,7 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
                          f"({error}); replay works for runs of registered environments") from None
     env_info = prepare_env(envs[0])[1]
     hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}  # as trained
-    agent = agent_class(config["net_dim"], env_info.state_dim, env_info.action_dim, **hyperparameters)
+    agent = new_agent(agent_class, config["net_dim"], env_info, None, hyperparameters)
     agent.act.load_state_dict(load_weights(actor_path, agent.device))
     for i, env in enumerate(envs):
         env.reset(seed=config["seed"] + i)

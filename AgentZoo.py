@@ -23,8 +23,8 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, CriticTwinShared, QNet,
-                      QNetDist, QNetDistDuel, QNetDuel, QNetTwin, StateNorm)
+from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, CriticTwinShared, QMixNet,
+                      QNet, QNetDist, QNetDistDuel, QNetDuel, QNetTwin, StateNorm, VDNNet)
 
 # ---- helpers ----
 
@@ -182,18 +182,20 @@ class ReplayBuffer:
     discount is gamma^k * not_terminated (AgentOffPolicy.as_transitions; k = 1 without n-step returns): 0 only
     where the episode truly ended (gymnasium's `terminated`); a time-limit truncation keeps gamma^k, so that
     transition still bootstraps from its next state. Each transition stands alone: nothing spans two of them.
+    A multi-agent team's transition (num_agents > 1) holds every agent's state and action side by side.
     """
 
-    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None):
+    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1):
         self.max_len = max_len
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.pointer = 0  # where the next transition is written
         self.cur_len = 0  # how many transitions are stored, at most max_len
         self.add_size = 0  # how many were added since the last update; update_net trains on repeat_times * this
 
-        action_shape, action_dtype = ((max_len, 1), torch.long) if if_discrete else ((max_len, action_dim), torch.float32)
+        state_dim, action_dim = num_agents * state_dim, num_agents * (1 if if_discrete else action_dim)  # a team's
         self.states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
-        self.actions = torch.empty(action_shape, dtype=action_dtype, device=self.device)  # (N, 1) or (N, action_dim)
+        self.actions = torch.empty((max_len, action_dim), dtype=torch.long if if_discrete else torch.float32,
+                                   device=self.device)  # (N, 1) integers or (N, action_dim)
         self.rewards = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
         self.discounts = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
         self.next_states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
@@ -249,8 +251,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     alpha, beta, eps = 0.6, 0.4, 1e-6  # the paper's proportional variant (Table 3); eps keeps every p_i above 0
     fanout = 32
 
-    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None):
-        super().__init__(max_len, state_dim, action_dim, if_discrete, device)
+    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1):
+        super().__init__(max_len, state_dim, action_dim, if_discrete, device, num_agents)
         sizes = [math.ceil(max_len / self.fanout) * self.fanout]  # the leaves, then each level up to the root
         while sizes[-1] > 1:
             nodes = sizes[-1] // self.fanout
@@ -499,6 +501,8 @@ class AgentBase:
     # True: every network standardises its states by the running mean and std of the explored ones (AgentNet.StateNorm,
     # update_state_norm); a hyperparameter of the agents whose hyper_defaults name it
     if_state_norm = False
+    if_multi_agent = False  # True: a team's agent (MultiAgent), num_agents of them on a PettingZoo env
+    num_agents = 1
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -665,12 +669,15 @@ class AgentOffPolicy(AgentBase):
         """Arrays of T steps of N envs, (T, N, ...) -> the T * N transitions (states, actions, rewards, discounts,
         next_states) that ReplayBuffer.extend takes, step by step, env by env: rewards are the n-step returns of the
         rewards times reward_scale, discounts gamma^k * not_terminated, next_states the states k steps on
-        (n_step_returns); discrete actions (T * N, 1) integers."""
+        (n_step_returns); discrete actions (T * N, 1) integers, a team's (T * N, num_agents)."""
         as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
         rewards, discounts, last = n_step_returns(as_tensor(rewards) * self.reward_scale, as_tensor(not_terminated),
                                                   as_tensor(not_done), self.gamma, self.n_step)
         next_states = as_tensor(next_states)[last, torch.arange(last.shape[1], device=self.device)]  # (T, N, state_dim)
-        actions = as_tensor(actions, torch.long).unsqueeze(-1) if self.if_discrete else as_tensor(actions)
+        if self.if_discrete:
+            actions = as_tensor(actions, torch.long).reshape(*rewards.shape, -1)  # (T, N, 1 or num_agents)
+        else:
+            actions = as_tensor(actions)
         return tuple(t.flatten(0, 1) for t in (as_tensor(states), actions, rewards, discounts, next_states))
 
     def random_action(self, num_envs: int | None = None) -> np.ndarray:
@@ -678,9 +685,9 @@ class AgentOffPolicy(AgentBase):
         normal CDF of standard_noise, rescaled: uniform at every step, coloured along the steps as the exploration
         noise is); with num_envs, one for each env of a vector env, (num_envs,) or (num_envs, action_dim)."""
         shape = () if num_envs is None else (num_envs,)
-        if self.if_discrete:
-            return torch.randint(self.action_dim, shape).numpy()
-        return torch.erf(self.standard_noise((*shape, self.action_dim)) / math.sqrt(2)).cpu().numpy()
+        if self.if_discrete:  # a team's: one for every agent, (..., num_agents)
+            return torch.randint(self.action_dim, shape + ((self.num_agents,) if self.if_multi_agent else ())).numpy()
+        return torch.erf(self.standard_noise((*shape, self.num_agents * self.action_dim)) / math.sqrt(2)).cpu().numpy()
 
     def standard_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
         """Standard normal draws for one exploring step, coloured along the steps by noise_beta (ColoredNoise): one
@@ -1598,3 +1605,51 @@ class AgentACER(AgentDiscretePPO):
         optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
         soft_update(self.act_target, self.act, self.soft_update_tau)
         return torch.stack((obj_critic.detach(), -surrogate.detach() / reward.numel()))
+
+
+# ---- multi-agent agents (a team on a PettingZoo parallel env: AgentRun.MultiAgentEnv) ----
+
+
+class MultiAgent:
+    """What makes an agent class a team's: num_agents. Its states are the team's, every agent's observation
+    (state_dim long) side by side, (num_agents * state_dim,); its actions every agent's, (num_agents,) integers or
+    (num_agents * action_dim,) in [-1, 1]; its reward the team's. Put it first among the bases:
+    class AgentQMIX(MultiAgent, AgentDoubleDQN)."""
+
+    if_multi_agent = True
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, *, num_agents: int, **hyperparameters):
+        self.num_agents = num_agents  # before the networks are built
+        super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
+
+
+def without_state_norm(defaults: dict) -> dict:
+    """A team's states mix every agent's observations; their statistics are not one agent's (if_state_norm refused)."""
+    return {name: value for name, value in defaults.items() if name != "if_state_norm"}
+
+
+class AgentQMIX(MultiAgent, AgentDoubleDQN):
+    """QMIX (Rashid et al. arXiv:1803.11485): the agents' shared network gives each agent's q-values, a monotonic
+    mixer of the team's state joins the chosen ones into Q_tot (AgentNet.QMixNet), and Q_tot learns the team's
+    reward with double-Q targets: the online agents pick every next action, the target network values the joint one.
+    Each agent acts greedily on its own q-values (epsilon-greedy while exploring), which monotonicity makes the
+    team's greedy joint action."""
+
+    cri_class = QMixNet
+    net_keywords = ("if_noisy", "num_agents")
+    # half DQN's learning rate, a quarter of its tau and an eighth of its updates (in batches four times as large): with
+    # DQN's, Q_tot on simple_spread_v3 rose without bound after 30k steps (History/UPDATE_LOG.md, 2026-11-25)
+    hyper_defaults = without_state_norm(AgentDoubleDQN.hyper_defaults) | dict(learning_rate=5e-4, soft_update_tau=0.005)
+    train_defaults = AgentDoubleDQN.train_defaults | dict(batch_size=256, repeat_times=0.125)
+    get_q_heads = AgentOffPolicy.get_q_heads  # Q_tot of the joint action taken (QMixNet.get_q_heads)
+
+    def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
+        """Q_tot_target(s', argmax of each agent's online q(o_i', .)), (B,)."""
+        next_action = self.cri(next_state).argmax(dim=-1)  # (B, num_agents)
+        return self.cri_target.get_q_heads(next_state, next_action)[0]
+
+
+class AgentVDN(AgentQMIX):
+    """VDN (Sunehag et al. arXiv:1706.05296): QMIX with the agents' q-values summed instead of mixed."""
+
+    cri_class = VDNNet

@@ -1,6 +1,7 @@
 """Tiny environments whose every step is known in advance, for tests of bootstrapping."""
 import gymnasium as gym
 import numpy as np
+from pettingzoo import ParallelEnv
 
 
 class CounterEnv(gym.Env):
@@ -97,3 +98,36 @@ class BitFlippingEnv(gym.Env):
 
 def make_bit_flipping_env(n=12):
     return gym.wrappers.TimeLimit(BitFlippingEnv(n), max_episode_steps=n)
+
+
+class MatrixGame(ParallelEnv):
+    """A one-step cooperative game of two agents in PettingZoo's parallel API: each picks one of len(payoff) actions,
+    and the team gets payoff[a0][a1], half to each agent. Both observe a constant 1, so only learning from the team's
+    reward can tell either agent which action pays."""
+
+    metadata = {"name": "matrix_game", "render_modes": []}
+
+    def __init__(self, payoff):
+        self.payoff = np.asarray(payoff, np.float32)
+        self.possible_agents = ["agent_0", "agent_1"]
+        self.agents = []
+        self.max_cycles = 1
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(len(self.payoff))
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        return {agent: np.ones(1, np.float32) for agent in self.agents}, {agent: {} for agent in self.agents}
+
+    def step(self, actions):
+        reward = float(self.payoff[actions["agent_0"], actions["agent_1"]]) / 2
+        agents, self.agents = self.agents, []
+        return ({agent: np.ones(1, np.float32) for agent in agents}, {agent: reward for agent in agents},
+                {agent: True for agent in agents}, {agent: False for agent in agents}, {agent: {} for agent in agents})
+
+
+CLIMBING_GAME = [[11, -30, 0], [-30, 7, 6], [0, 0, 5]]  # Claus and Boutilier (1998): optimum 11 at (0, 0)

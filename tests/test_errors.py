@@ -25,7 +25,7 @@ def test_unknown_environment_id():
 
 
 def test_env_of_wrong_type():
-    with pytest.raises(TypeError, match="gymnasium id or a gymnasium.Env instance, got int"):
+    with pytest.raises(TypeError, match="gymnasium id or a gymnasium.Env instance .or a PettingZoo parallel env., got int"):
         build_env(3)
 
 
@@ -169,7 +169,7 @@ def test_workers_in_the_serial_loop_are_refused(tmp_path):
 def test_random_steps_of_an_on_policy_agent_is_refused(tmp_path):
     args = Arguments(agent="AgentPPO", env="Pendulum-v1", cwd=str(tmp_path / "run"), random_steps=1000)
     with pytest.raises(ValueError, match=r"random_steps=1000 is not accepted: AgentPPO has no random_steps \(only "
-                                         r"AgentC51, AgentD3QN, AgentDDPG, .*AgentTD3 have it\)"):
+                                         r"AgentC51, AgentD3QN, AgentDDPG, .*AgentTD3, AgentVDN have it\)"):
         train_and_evaluate(args)
 
 
