@@ -448,3 +448,36 @@ class VDNNet(QMixNet):
     """QMixNet whose mixer sums (VDN)."""
 
     mixer_class = SumMixer
+
+
+class TeamActor(Actor):
+    """MADDPG's decentralised deterministic actors: agent i acts on its own observation only, with a network of its
+    own; a team's state (..., num_agents * state_dim) -> every agent's action (..., num_agents * action_dim)."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
+        nn.Module.__init__(self)
+        self.actors = nn.ModuleList(Actor(net_dim, state_dim, action_dim) for _ in range(num_agents))
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        obs = state.unflatten(-1, (len(self.actors), -1))  # (..., num_agents, state_dim)
+        return torch.cat([actor(obs[..., i, :]) for i, actor in enumerate(self.actors)], dim=-1)
+
+
+class TeamCritic(nn.Module):
+    """MADDPG's centralised critics (Lowe et al. arXiv:1706.02275, section 4.1): agent i's Q_i(s, a_1, ..., a_n) on
+    every agent's observation and action, one network each."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
+        super().__init__()
+        self.critics = nn.ModuleList(Critic(net_dim, num_agents * state_dim, num_agents * action_dim)
+                                     for _ in range(num_agents))
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """state (B, num_agents * state_dim), one joint action (B, num_agents * action_dim) for every critic or one
+        for each, (num_agents, B, num_agents * action_dim) -> every agent's Q (num_agents, B)."""
+        actions = action if action.dim() == 3 else action.expand(len(self.critics), *action.shape)
+        return torch.stack([critic(state, joint) for critic, joint in zip(self.critics, actions)])
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """One head that holds every agent's Q, (num_agents, B): each learns its own target."""
+        return (self(state, action),)

@@ -24,7 +24,8 @@ import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, CriticTwinShared, QMixNet,
-                      QNet, QNetDist, QNetDistDuel, QNetDuel, QNetTwin, StateNorm, VDNNet)
+                      QNet, QNetDist, QNetDistDuel, QNetDuel, QNetTwin, StateNorm, TeamActor, TeamCritic,
+                      VDNNet)
 
 # ---- helpers ----
 
@@ -525,8 +526,9 @@ class AgentBase:
     def init_networks(self):
         """Actor, critic, their frozen targets and one optimizer each (new_optimizer; the actor none without
         if_act_optimizer)."""
-        self.act = self.act_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
-        self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim).to(self.device)
+        team = {"num_agents": self.num_agents} if self.if_multi_agent else {}  # a team's networks take its size
+        self.act = self.act_class(self.net_dim, self.state_dim, self.action_dim, **team).to(self.device)
+        self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim, **team).to(self.device)
         self.act_target = frozen_copy(self.act) if self.if_act_target else None
         self.cri_target = frozen_copy(self.cri) if self.if_cri_target else None
         if self.if_act_optimizer:
@@ -747,7 +749,8 @@ class AgentOffPolicy(AgentBase):
             q_target = reward + discount * self.get_next_q(next_state)  # (B,)
         q_heads = self.get_q_heads(state, action)
         obj_critic = sum((self.criterion(q, q_target) * weights).mean() for q in q_heads)
-        return obj_critic, torch.stack([(q.detach() - q_target).abs() for q in q_heads]).mean(dim=0)
+        # a head of every agent's Q (MADDPG) is (num_agents, B): a transition's error is averaged over them too
+        return obj_critic, torch.stack([(q.detach() - q_target).abs() for q in q_heads]).flatten(0, -2).mean(dim=0)
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Every Q estimate of the critic for the actions taken, each (B,)."""
@@ -891,7 +894,8 @@ class AgentDDPG(AgentOffPolicy):
                                                           noise_beta=0.0)  # its colour (ColoredNoise): 0 white, 1 pink
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
-        return self.act.get_action(state, self.explore_noise, self.standard_noise((*state.shape[:-1], self.action_dim)))
+        return self.act.get_action(state, self.explore_noise,
+                                   self.standard_noise((*state.shape[:-1], self.num_agents * self.action_dim)))
 
 
 class AgentTD3(AgentDDPG):
@@ -1653,3 +1657,22 @@ class AgentVDN(AgentQMIX):
     """VDN (Sunehag et al. arXiv:1706.05296): QMIX with the agents' q-values summed instead of mixed."""
 
     cri_class = VDNNet
+
+
+class AgentMADDPG(MultiAgent, AgentDDPG):
+    """MADDPG (Lowe et al. arXiv:1706.02275) for continuous actions: decentralised actors that see their own
+    observation (AgentNet.TeamActor), each with a centralised critic on every observation and action (TeamCritic)
+    that regresses onto its own target r + gamma * Q_i'(s', mu'(s')) (eq. 6); DDPG's exploration and warm-up."""
+
+    hyper_defaults = without_state_norm(AgentDDPG.hyper_defaults)
+    act_class, cri_class = TeamActor, TeamCritic
+
+    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Agent i's actor ascends Q_i(s, a_1, ..., mu_i(o_i), ..., a_n), the other agents' actions as replayed
+        (eq. 5)."""
+        state, action = batch[:2]
+        own = self.act(state).unflatten(-1, (self.num_agents, -1))  # (B, num_agents, action_dim)
+        replayed = action.unflatten(-1, (self.num_agents, -1))
+        if_own = torch.eye(self.num_agents, dtype=torch.bool, device=self.device)[:, None, :, None]  # (n, 1, n, 1)
+        joint = torch.where(if_own, own.unsqueeze(0), replayed.unsqueeze(0)).flatten(-2)  # (n, B, n * action_dim)
+        return -self.cri(state, joint).mean()
