@@ -481,3 +481,144 @@ class TeamCritic(nn.Module):
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """One head that holds every agent's Q, (num_agents, B): each learns its own target."""
         return (self(state, action),)
+
+
+class TeamActorDiscrete(nn.Module):
+    """MADDPG's decentralised actors for discrete actions: agent i's logits over its actions from its own observation,
+    a network each; forward gives the greedy actions (..., num_agents), integers."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
+        super().__init__()
+        self.nets = nn.ModuleList(build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.1)
+                                  for _ in range(num_agents))
+
+    def get_logits(self, state: torch.Tensor) -> torch.Tensor:
+        """A team's state (..., num_agents * state_dim) -> every agent's logits (..., num_agents, action_dim)."""
+        obs = state.unflatten(-1, (len(self.nets), -1))
+        return torch.stack([net(obs[..., i, :]) for i, net in enumerate(self.nets)], dim=-2)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.get_logits(state).argmax(dim=-1)  # (..., num_agents)
+
+
+class TeamCriticDiscrete(TeamCritic):
+    """TeamCritic on every agent's discrete action as a one-hot: integer actions (..., num_agents) are encoded here,
+    float ones (..., num_agents * action_dim) taken as they are (the actors' relaxed samples)."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
+        super().__init__(net_dim, state_dim, action_dim, num_agents)
+        self.action_dim = action_dim
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        if not action.is_floating_point():
+            action = nn.functional.one_hot(action, self.action_dim).flatten(-2).float()  # (B, num_agents * action_dim)
+        return super().forward(state, action)
+
+
+class TeamActorPPO(ActorPPO):
+    """MAPPO's actor for continuous actions: one Gaussian policy shared by every agent (parameter sharing), on the
+    agent's own observation and a one-hot of its index (with_agent_ids); a team's state (..., num_agents * state_dim)
+    -> every agent's action side by side (..., num_agents * action_dim), and each agent's log-prob (..., num_agents)."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
+        super().__init__(net_dim, state_dim + num_agents, action_dim)
+        self.num_agents = num_agents
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return super().forward(with_agent_ids(state, self.num_agents)).flatten(-2)
+
+    def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        action, log_prob = super().get_action_log_prob(with_agent_ids(state, self.num_agents))
+        return action.flatten(-2), log_prob  # (..., num_agents * action_dim), (..., num_agents)
+
+    def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return super().get_log_prob_entropy(with_agent_ids(state, self.num_agents), action.unflatten(-1, (self.num_agents, -1)))
+
+
+class TeamActorDiscretePPO(ActorDiscretePPO):
+    """MAPPO's and COMA's actor for discrete actions: one categorical policy shared by every agent, on its own
+    observation and index (with_agent_ids); a team's state -> each agent's action, log-prob and entropy
+    (..., num_agents), its log-probs of every action (..., num_agents, action_dim)."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
+        super().__init__(net_dim, state_dim + num_agents, action_dim)
+        self.num_agents = num_agents
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.get_log_probs(state).argmax(dim=-1)
+
+    def get_log_probs(self, state: torch.Tensor) -> torch.Tensor:
+        return super().get_log_probs(with_agent_ids(state, self.num_agents))
+
+
+class ValueNorm(StateNorm):
+    """Standardised value targets (MAPPO, Yu et al. arXiv:2103.01955, section 4.1: "value normalization"): the
+    running mean and std of every return the critic has regressed onto; unclipped, and undone by denormalize."""
+
+    clip = math.inf
+
+    def denormalize(self, value: torch.Tensor) -> torch.Tensor:
+        return value * self.std + self.mean
+
+
+class TeamCriticValue(CriticValue):
+    """MAPPO's centralised value V(s) of the team's state (every agent's observation side by side): its net learns
+    standardised returns (value_norm), forward gives V in the returns' units for the advantages."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
+        super().__init__(net_dim, num_agents * state_dim)
+        self.value_norm = ValueNorm(1)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.value_norm.denormalize(self.get_normalized_value(state))
+
+    def get_normalized_value(self, state: torch.Tensor) -> torch.Tensor:
+        return super().forward(state)  # (batch,)
+
+
+class COMACritic(nn.Module):
+    """COMA's centralised critic (Foerster et al. arXiv:1705.08926, section 4.2): for agent i, the Q-values of each of
+    its own actions with the other agents' actions held as taken, Q(s, (a_-i, .)), from the team's state, the others'
+    actions (one-hot, its own zeroed) and its index; one network for every agent. A row of it holds all that the
+    counterfactual baseline sum_a pi_i(a) Q(s, (a_-i, a)) needs, in one forward pass."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
+        super().__init__()
+        self.num_agents, self.action_dim = num_agents, action_dim
+        self.net = build_mlp([num_agents * (state_dim + action_dim + 1), net_dim, net_dim, action_dim])
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """A team's state (..., num_agents * state_dim) and joint action (..., num_agents) integers -> every agent's
+        Q-values of its own actions, (..., num_agents, action_dim)."""
+        n = self.num_agents
+        others = 1 - torch.eye(n, device=state.device).unsqueeze(-1)  # (n, n, 1): agent i's row hides its own action
+        actions = nn.functional.one_hot(action, self.action_dim).float().unsqueeze(-3) * others  # (..., n, n, A)
+        ids = torch.eye(n, device=state.device).expand(*action.shape, n)  # (..., n, n)
+        inputs = torch.cat((state.unsqueeze(-2).expand(*action.shape, -1), actions.flatten(-2), ids), dim=-1)
+        return self.net(inputs)
+
+    def get_q_taken(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Q(s, a) of the joint action taken, as each agent's row values it, (..., num_agents)."""
+        return self(state, action).gather(-1, action.unsqueeze(-1)).squeeze(-1)
+
+
+class QTranNet(QMixNet):
+    """QTRAN-base (Son et al. arXiv:1905.05408, section 3): the individual q_i of the shared agent network (QMixNet's,
+    for acting), an unconstrained joint Q_jt(s, a) of the team's state and one-hot joint action, and V_jt(s), which
+    together make sum_i q_i - Q_jt + V zero at the greedy joint action and non-negative elsewhere (AgentQTRAN). Q_jt
+    is a plain network of (s, a) here, where the paper feeds it the agents' summed hidden features."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int, if_noisy: bool = False):
+        nn.Module.__init__(self)  # QMixNet's agent network and forward, without its mixer
+        self.num_agents, self.action_dim = num_agents, action_dim
+        self.agent_net = QNet(net_dim, state_dim + num_agents, action_dim, if_noisy)
+        self.joint_net = build_mlp([num_agents * (state_dim + action_dim), net_dim, net_dim, 1])
+        self.value_net = build_mlp([num_agents * state_dim, net_dim, 1])
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Q_jt(s, a) of a joint action, (num_agents,) integers a row -> (Q_jt (B,),)."""
+        joint = nn.functional.one_hot(action, self.action_dim).flatten(-2).float()  # (B, num_agents * action_dim)
+        return (self.joint_net(torch.cat((state, joint), dim=-1)).squeeze(-1),)
+
+    def get_value(self, state: torch.Tensor) -> torch.Tensor:
+        return self.value_net(state).squeeze(-1)  # V_jt(s), (B,)

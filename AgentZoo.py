@@ -23,9 +23,10 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, Critic, CriticValue, CriticTwin, CriticTwinShared, QMixNet,
-                      QNet, QNetDist, QNetDistDuel, QNetDuel, QNetTwin, StateNorm, TeamActor, TeamCritic,
-                      VDNNet)
+from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, COMACritic, Critic, CriticValue, CriticTwin,
+                      CriticTwinShared, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel, QNetTwin, QTranNet, StateNorm,
+                      TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO, TeamCritic, TeamCriticDiscrete,
+                      TeamCriticValue, VDNNet)
 
 # ---- helpers ----
 
@@ -60,6 +61,17 @@ def optimizer_step(optimizer: torch.optim.Optimizer, objective: torch.Tensor, cl
 def new_adam(params, learning_rate: float, device: torch.device) -> torch.optim.Adam:
     """Adam with torch's fused kernel where it has one (CPU, CUDA): one kernel per step, not a loop over tensors."""
     return torch.optim.Adam(params, learning_rate, fused=device.type in ("cpu", "cuda"))
+
+
+def merged_moments(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The count, sum and sum of squares of rows (M, dim), float64, for StateNorm.update; among data-parallel learners
+    (torch.distributed initialised) every rank's rows count, so that their running statistics stay equal."""
+    rows = rows.to(torch.float64)
+    count = torch.full((1,), rows.shape[0], dtype=torch.float64, device=rows.device)
+    moments = torch.cat((count, rows.sum(dim=0), rows.square().sum(dim=0)))  # (1 + 2 * dim,)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(moments)
+    return moments[0], *moments[1:].split(rows.shape[1])
 
 
 def load_weights(path: str, device) -> dict | torch.Tensor:
@@ -563,13 +575,8 @@ class AgentBase:
         Nothing else changes the statistics: evaluation and replay act on them as they are."""
         if not self.if_state_norm:
             return
-        states = states.reshape(-1, self.state_dim).to(self.device, torch.float64)
-        count = torch.full((1,), states.shape[0], dtype=torch.float64, device=self.device)
-        moments = torch.cat((count, states.sum(dim=0), states.square().sum(dim=0)))  # (1 + 2 * state_dim,)
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(moments)
         norms = [module.state_norm for module in self.state_takers()]
-        norms[0].update(moments[0], *moments[1:].split(self.state_dim))
+        norms[0].update(*merged_moments(states.reshape(-1, self.state_dim).to(self.device)))
         for norm in norms[1:]:
             norm.load_state_dict(norms[0].state_dict())
 
@@ -1105,7 +1112,7 @@ class AgentPPO(AgentBase):
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         update_times = 0
         for state, action, log_prob, advantage, ret in minibatches(rollout, batch_size, repeat_times):
-            obj_critic = self.criterion(self.cri(state), ret)
+            obj_critic = self.get_obj_critic(state, ret)
             optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
             obj_actor = self.get_obj_actor((state, action, log_prob, advantage))
             optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
@@ -1120,16 +1127,22 @@ class AgentPPO(AgentBase):
         advantages normalised per rollout and importance-weighted, log-probs of the policy before this update."""
         values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
         advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
-        prox_log_probs = self.act.get_log_prob_entropy(buffer.states, buffer.actions)[0]  # (T, N)
+        prox_log_probs = self.act.get_log_prob_entropy(buffer.states, buffer.actions)[0]  # (T, N), a team's (T, N, n)
         states, actions = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)  # (T * N, ...)
-        prox_log_probs, returns, advantages = prox_log_probs.flatten(), returns.flatten(), advantages.flatten()
+        prox_log_probs, returns, advantages = prox_log_probs.flatten(0, 1), returns.flatten(), advantages.flatten()
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # normalised per rollout
         # Decoupled PPO (Hilton et al. arXiv:2110.00641): the ratio is clipped around the policy this round starts
         # from (proximal), not the one that acted, which in the multiprocess loop is rounds older; the importance
         # weight pi_prox / pi_behaviour (1 when they are one policy) multiplies the advantage, capped at 100 for
         # numerical stability as the authors' code does.
-        advantages = advantages * (prox_log_probs - buffer.log_probs.flatten()).exp().clamp(max=100.0)
+        weights = (prox_log_probs - buffer.log_probs.flatten(0, 1)).exp().clamp(max=100.0)
+        # a team's log-probs are every agent's, (T * N, num_agents): each agent's weight, and ratio, on the team's advantage
+        advantages = advantages.view(-1, *(1,) * (weights.dim() - 1)) * weights
         return states, actions, prox_log_probs, advantages, returns
+
+    def get_obj_critic(self, state: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
+        """The critic's regression of V(state) onto the returns."""
+        return self.criterion(self.cri(state), ret)
 
     def extra_stats(self) -> dict[str, float]:
         """The Gaussian's learned std; a categorical policy has none."""
@@ -1194,7 +1207,7 @@ class AgentVPG(AgentA2C):
         sum_obj_critic = torch.zeros((), device=self.device)
         update_times = 0
         for state_minibatch, ret_minibatch in minibatches((state, ret), batch_size, repeat_times):
-            obj_critic = self.criterion(self.cri(state_minibatch), ret_minibatch)
+            obj_critic = self.get_obj_critic(state_minibatch, ret_minibatch)
             optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
             sum_obj_critic = sum_obj_critic + obj_critic.detach()
             update_times += 1
@@ -1665,14 +1678,128 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
     that regresses onto its own target r + gamma * Q_i'(s', mu'(s')) (eq. 6); DDPG's exploration and warm-up."""
 
     hyper_defaults = without_state_norm(AgentDDPG.hyper_defaults)
+    # QMIX's: an update of batch 256 per 8 steps; DDPG's one of 128 per step cost 4x the time on simple_spread_v3 and
+    # scored lower (History/UPDATE_LOG.md, 2026-11-25). The paper's is one of 1024 per 100 steps.
+    train_defaults = AgentDDPG.train_defaults | dict(batch_size=256, repeat_times=0.125)
     act_class, cri_class = TeamActor, TeamCritic
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Agent i's actor ascends Q_i(s, a_1, ..., mu_i(o_i), ..., a_n), the other agents' actions as replayed
         (eq. 5)."""
         state, action = batch[:2]
-        own = self.act(state).unflatten(-1, (self.num_agents, -1))  # (B, num_agents, action_dim)
-        replayed = action.unflatten(-1, (self.num_agents, -1))
+        own, replayed = self.get_team_actions(state, action)  # (B, num_agents, action_dim) each
         if_own = torch.eye(self.num_agents, dtype=torch.bool, device=self.device)[:, None, :, None]  # (n, 1, n, 1)
         joint = torch.where(if_own, own.unsqueeze(0), replayed.unsqueeze(0)).flatten(-2)  # (n, B, n * action_dim)
         return -self.cri(state, joint).mean()
+
+    def get_team_actions(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every agent's action by its actor now (differentiable) and as replayed, (B, num_agents, action_dim) each."""
+        return self.act(state).unflatten(-1, (self.num_agents, -1)), action.unflatten(-1, (self.num_agents, -1))
+
+
+class AgentDiscreteMADDPG(AgentMADDPG):
+    """MADDPG for discrete actions: each actor samples from a categorical policy while exploring and acts greedily
+    in evaluation and in the target; its gradient passes through a straight-through Gumbel-softmax sample (one-hot
+    forward, softmax backward), the estimator the MADDPG paper uses for discrete actions (Jang et al.
+    arXiv:1611.01144). The critics take one-hot actions (AgentNet.TeamCriticDiscrete)."""
+
+    if_discrete = True
+    hyper_defaults = {name: value for name, value in AgentMADDPG.hyper_defaults.items()
+                      if name not in ("explore_noise", "noise_beta")}  # it explores by sampling its policy
+    act_class, cri_class = TeamActorDiscrete, TeamCriticDiscrete
+
+    def explore_action(self, state: torch.Tensor) -> torch.Tensor:
+        return torch.distributions.Categorical(logits=self.act.get_logits(state)).sample()  # (..., num_agents)
+
+    def get_team_actions(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        own = nn.functional.gumbel_softmax(self.act.get_logits(state), hard=True)  # (B, num_agents, action_dim)
+        return own, nn.functional.one_hot(action, self.action_dim).float()
+
+
+class AgentQTRAN(AgentQMIX):
+    """QTRAN-base (Son et al. arXiv:1905.05408): QMIX's agents act greedily on their q_i, but no mixer constrains the
+    team's Q: an unconstrained Q_jt(s, a) learns the TD target (AgentNet.QTranNet), and the q_i and V_jt(s) are pulled to
+    factorise it, sum_i q_i(a_i) - Q_jt(s, a) + V_jt(s) = 0 at the greedy joint action (L_opt) and >= 0 at the taken
+    one (L_nopt), Q_jt held fixed in both (Theorem 1, eq. 4-6). It can represent payoffs that QMIX's monotonic
+    mixer cannot."""
+
+    cri_class = QTranNet
+    hyper_defaults = AgentQMIX.hyper_defaults | dict(lambda_opt=1.0, lambda_nopt=1.0)  # the paper's weights of L_opt, L_nopt
+
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """L_td of Q_jt (its TD errors set priorities) + lambda_opt L_opt + lambda_nopt L_nopt."""
+        obj_td, td_errors = super().get_obj_critic(batch, weights)
+        state, action = batch[:2]
+        agent_q = self.cri(state)  # (B, num_agents, action_dim)
+        greedy_q, greedy_action = agent_q.max(dim=-1)  # (B, num_agents) each
+        with torch.no_grad():
+            joint_greedy, joint_taken = (self.cri.get_q_heads(state, a)[0] for a in (greedy_action, action))  # (B,) each
+        value = self.cri.get_value(state)
+        gap_opt = greedy_q.sum(dim=-1) - joint_greedy + value
+        gap_nopt = agent_q.gather(-1, action.unsqueeze(-1)).squeeze(-1).sum(dim=-1) - joint_taken + value
+        obj_opt, obj_nopt = (gap_opt.square() * weights).mean(), (gap_nopt.clamp(max=0).square() * weights).mean()
+        return obj_td + self.lambda_opt * obj_opt + self.lambda_nopt * obj_nopt, td_errors
+
+
+class AgentMAPPO(MultiAgent, AgentPPO):
+    """MAPPO (Yu et al. arXiv:2103.01955) for continuous actions: PPO for a team, one policy shared by every agent with
+    its index as input (AgentNet.TeamActorPPO), each agent's own clipped ratio on the team's advantage, from a
+    centralised V(s) of the team's state (TeamCriticValue) that learns standardised returns: value normalisation,
+    which the paper finds matters (section 4.1)."""
+
+    act_class, cri_class = TeamActorPPO, TeamCriticValue
+    hyper_defaults = without_state_norm(AgentPPO.hyper_defaults)
+
+    @torch.no_grad()
+    def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
+        """PPO's batch, its returns merged into the critic's running statistics before it regresses onto them."""
+        batch = super().get_rollout_batch(buffer)
+        self.cri.value_norm.update(*merged_moments(batch[-1].unsqueeze(-1)))
+        return batch
+
+    def get_obj_critic(self, state: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
+        return self.criterion(self.cri.get_normalized_value(state), self.cri.value_norm(ret))
+
+
+class AgentDiscreteMAPPO(AgentMAPPO, AgentDiscretePPO):
+    """MAPPO with a categorical policy shared by the agents (AgentNet.TeamActorDiscretePPO)."""
+
+    act_class = TeamActorDiscretePPO
+    hyper_defaults = without_state_norm(AgentDiscretePPO.hyper_defaults)
+
+
+class AgentCOMA(MultiAgent, AgentDiscreteVPG):
+    """COMA (Foerster et al. arXiv:1705.08926): actor-critic for a team with a shared categorical policy
+    (TeamActorDiscretePPO) and a centralised critic of Q(s, (a_-i, .)) (AgentNet.COMACritic), which learns TD(lambda)
+    returns of its target network; each agent's policy gradient weighs log pi_i(a_i) by its counterfactual advantage
+    A_i = Q(s, a) - sum_a' pi_i(a') Q(s, (a_-i, a')) (eq. 4), which credits the agent alone for the team's reward."""
+
+    act_class, cri_class = TeamActorDiscretePPO, COMACritic
+    if_cri_target = True
+    hyper_defaults = without_state_norm(AgentDiscreteVPG.hyper_defaults) | dict(soft_update_tau=0.01)
+
+    def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
+        """The critic first, repeat_times epochs in minibatches of batch_size, then one step of the actor on the whole
+        rollout with the stepped critic's advantages (Algorithm 1)."""
+        with torch.no_grad():
+            q_taken = self.cri_target.get_q_taken(buffer.states, buffer.actions).mean(dim=-1)  # (T, N): every row's Q(s, a)
+            next_action = self.act.get_action_log_prob(buffer.next_states)[0]  # where the rollout holds no next action
+            next_q = self.cri_target.get_q_taken(buffer.next_states, next_action).mean(dim=-1)
+            next_q[:-1] = torch.where(buffer.not_done[:-1].bool(), q_taken[1:], next_q[:-1])  # the next one taken
+            returns = buffer.get_advantages(q_taken, next_q, self.gamma, self.lambda_gae)[1]  # TD(lambda) returns
+        state, action, ret = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1), returns.flatten()
+        sum_obj_critic = torch.zeros((), device=self.device)
+        update_times = 0
+        for state_minibatch, action_minibatch, ret_minibatch in minibatches((state, action, ret), batch_size, repeat_times):
+            q = self.cri.get_q_taken(state_minibatch, action_minibatch)  # (B, num_agents): every agent's row learns
+            obj_critic = self.criterion(q, ret_minibatch.unsqueeze(-1).expand_as(q))
+            optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
+            soft_update(self.cri_target, self.cri, self.soft_update_tau)
+            sum_obj_critic = sum_obj_critic + obj_critic.detach()
+            update_times += 1
+        with torch.no_grad():
+            q = self.cri(state, action)  # (T * N, num_agents, action_dim)
+            baseline = (self.act.get_log_probs(state).exp() * q).sum(dim=-1)  # (T * N, num_agents)
+            advantage = q.gather(-1, action.unsqueeze(-1)).squeeze(-1) - baseline
+        obj_actor = self.update_actor((state, action, None, advantage))
+        return {"obj_critic": sum_obj_critic.item() / update_times, "obj_actor": obj_actor} | self.extra_stats()

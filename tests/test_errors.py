@@ -122,13 +122,13 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
 
 
 @pytest.mark.parametrize("agent, field, users", [
-    ("AgentSAC", "explore_noise", "AgentDDPG, AgentTD3"),  # SAC explores with its own stochastic policy
-    ("AgentPPO", "soft_update_tau", "AgentACER, AgentC51, AgentD3QN"),  # PPO has no target network
+    ("AgentSAC", "explore_noise", "AgentDDPG, AgentMADDPG, AgentTD3"),  # SAC explores with its own stochastic policy
+    ("AgentPPO", "soft_update_tau", "AgentACER, AgentC51, AgentCOMA"),  # PPO has no target network
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
-    ("AgentA2C", "ratio_clip", "AgentDiscretePPO, AgentPPO"),  # A2C's objective has no ratio to clip
+    ("AgentA2C", "ratio_clip", "AgentDiscreteMAPPO, AgentDiscretePPO"),  # A2C's objective has no ratio to clip
     ("AgentPPO", "max_memo", "AgentACER, AgentC51, AgentD3QN"),  # no replay buffer
-    ("AgentA2C", "batch_size", "AgentC51, AgentD3QN, AgentDDPG"),  # one step on the whole rollout
-    ("AgentA2C", "repeat_times", "AgentACER, AgentC51, AgentD3QN"),
+    ("AgentA2C", "batch_size", "AgentC51, AgentCOMA, AgentD3QN"),  # one step on the whole rollout
+    ("AgentA2C", "repeat_times", "AgentACER, AgentC51, AgentCOMA"),
     ("AgentPPO", "if_save_buffer", "AgentACER, AgentC51, AgentD3QN"),  # no replay buffer to leave out
     ("AgentPPO", "if_per", "AgentC51, AgentD3QN, AgentDDPG"),  # prioritized replay is for off-policy agents
     ("AgentPPO", "n_step", "AgentC51, AgentD3QN, AgentDDPG"),  # PPO's GAE already mixes n-step returns

@@ -1,5 +1,6 @@
-"""Multi-agent agents on PettingZoo parallel envs (AgentRun.MultiAgentEnv): the team as one gymnasium env, VDN and
-QMIX on a coordination game and on mpe2's simple_spread_v3, the monotonic mixer, and the refusals."""
+"""Multi-agent agents on PettingZoo parallel envs (AgentRun.MultiAgentEnv): the team as one gymnasium env; VDN, QMIX,
+QTRAN, MADDPG, MAPPO and COMA against their papers' equations, on matrix games and on mpe2's simple_spread_v3; the
+refusals."""
 import numpy as np
 import pytest
 import torch
@@ -9,7 +10,8 @@ from pettingzoo import ParallelEnv
 import AgentRun
 from AgentNet import MonotonicMixer, QMixNet
 from AgentRun import Arguments, build_env, prepare_env, replay, resume, train_and_evaluate
-from AgentZoo import AgentMADDPG, AgentQMIX, AgentVDN, ReplayBuffer
+from AgentZoo import (AgentCOMA, AgentDiscreteMADDPG, AgentDiscreteMAPPO, AgentMADDPG, AgentMAPPO, AgentQMIX, AgentQTRAN,
+                      AgentVDN, ReplayBuffer, RolloutBuffer)
 from envs import CLIMBING_GAME, MatrixGame
 
 
@@ -210,3 +212,120 @@ def test_a_team_trains_in_the_multiprocess_loop(tmp_path):
     result = train_and_evaluate(Arguments(agent="AgentVDN", env="simple_spread_v3", cwd=str(tmp_path),
                                           if_multiprocess=True, break_step=2048))
     assert result["step"] >= 2048 and result["best_return"] > -200
+
+
+def test_discrete_maddpg_acts_in_integers_and_grades_a_one_hot_that_carries_the_actors_gradient():
+    agent = AgentDiscreteMADDPG(16, 4, 5, device="cpu", num_agents=2)
+    state = torch.randn(8, 8)
+    assert agent.select_action(state[0].numpy()).shape == (2,)
+    assert agent.select_action(state.numpy(), deterministic=True).dtype == np.int64
+    action = torch.randint(5, (8, 2))
+    q_int = agent.cri(state, action)
+    one_hot = torch.nn.functional.one_hot(action, 5).flatten(-2).float()
+    assert torch.equal(q_int, agent.cri(state, one_hot))  # integer actions are one-hot encoded
+    own, replayed = agent.get_team_actions(state, action)
+    assert torch.all(own.sum(-1) == 1) and torch.equal(replayed.argmax(-1), action)
+    agent.get_obj_actor((state, action)).backward()
+    assert all(param.grad is not None and param.grad.abs().sum() > 0 for param in agent.act.parameters())
+
+
+def climbing_game_batch(size: int) -> tuple[torch.Tensor, ...]:
+    """One-step transitions of the climbing game with both actions uniformly random: the full exploration of the QTRAN
+    paper's matrix game (section 4.1)."""
+    action = torch.randint(3, (size, 2))
+    state = torch.ones(size, 2)
+    reward = torch.tensor(CLIMBING_GAME, dtype=torch.float32)[action[:, 0], action[:, 1]]
+    return state, action, reward, torch.zeros(size), state
+
+
+@pytest.mark.parametrize("agent_class, if_optimum", [(AgentQTRAN, True), (AgentVDN, False)])
+def test_qtran_factorises_the_climbing_game_where_vdn_cannot(agent_class, if_optimum):
+    torch.manual_seed(0)
+    agent = agent_class(64, 1, 3, device="cpu", num_agents=2)
+    for _ in range(1000):
+        obj_critic = agent.get_obj_critic(climbing_game_batch(256), torch.ones(()))[0]
+        agent.cri_optimizer.zero_grad()
+        obj_critic.backward()
+        agent.cri_optimizer.step()
+    # QTRAN's greedy agents take the optimum 11 at (0, 0); VDN's sum of per-agent values cannot put its maximum there,
+    # next to the -30s
+    assert (agent.cri(torch.ones(2)).argmax(dim=-1).tolist() == [0, 0]) == if_optimum
+
+
+def test_qtran_objective_is_td_plus_the_two_factorisation_losses_with_q_jt_held_fixed():
+    torch.manual_seed(0)
+    agent = AgentQTRAN(16, 1, 3, device="cpu", num_agents=2, lambda_opt=0.5, lambda_nopt=2.0)
+    batch = climbing_game_batch(8)
+    state, action = batch[:2]
+    q = agent.cri(state)  # (8, 2, 3)
+    q_jt = lambda joint: agent.cri.get_q_heads(state, joint)[0]
+    value = agent.cri.get_value(state)
+    gap_opt = q.max(-1).values.sum(-1) - q_jt(q.argmax(-1)) + value
+    gap_nopt = q.gather(-1, action.unsqueeze(-1)).squeeze(-1).sum(-1) - q_jt(action) + value
+    q_target = batch[2] * 1.0  # one-step episodes: no bootstrap
+    obj_td = torch.nn.functional.smooth_l1_loss(q_jt(action), q_target)
+    expected = obj_td + 0.5 * gap_opt.square().mean() + 2.0 * torch.clamp(gap_nopt, max=0).square().mean()
+    obj_critic = agent.get_obj_critic(batch, torch.ones(()))[0]
+    assert torch.allclose(obj_critic, expected)
+    obj_critic.backward()
+    joint_grads = [param.grad.clone() for param in agent.cri.joint_net.parameters()]
+    agent.cri.zero_grad()
+    obj_td.backward()  # Q_jt's gradient is L_td's alone
+    assert all(torch.allclose(g, param.grad) for g, param in zip(joint_grads, agent.cri.joint_net.parameters()))
+
+
+def test_mappo_shares_one_actor_and_weighs_each_agents_ratio_by_the_teams_advantage():
+    torch.manual_seed(0)
+    agent = AgentDiscreteMAPPO(16, 18, 5, device="cpu", num_agents=3)
+    state = torch.randn(6, 54)
+    action, log_prob = agent.act.get_action_log_prob(state)
+    assert action.shape == log_prob.shape == (6, 3) and agent.select_action(state.numpy()).shape == (6, 3)
+    same_obs = torch.randn(18).repeat(3)
+    log_probs = agent.act.get_log_probs(same_obs)  # (3, 5): one network, told apart by the agent's index
+    assert not torch.allclose(log_probs[0], log_probs[1])
+    buffer = RolloutBuffer()
+    rollout = agent.explore_env(AgentRun.build_env("simple_spread_v3", num_envs=2)[0], 8)
+    buffer.extend(*rollout)
+    states, actions, prox_log_probs, advantages, returns = agent.get_rollout_batch(buffer)
+    assert prox_log_probs.shape == advantages.shape == (16, 3) and returns.shape == (16,)
+    assert torch.allclose(advantages[:, 0], advantages[:, 2])  # the policy that acted is the current one: weights 1
+    # value normalisation: the critic's statistics hold the returns it regresses onto, and it learns them standardised
+    assert torch.allclose(agent.cri.value_norm.mean.double(), returns.double().mean(), atol=1e-5)
+    normalised = (returns - returns.mean()) / returns.std(correction=0)
+    expected = ((agent.cri.get_normalized_value(states) - normalised) ** 2).mean()
+    assert torch.allclose(agent.get_obj_critic(states, returns), expected, atol=1e-4)
+    assert torch.allclose(agent.cri(states), agent.cri.get_normalized_value(states) * agent.cri.value_norm.std
+                          + agent.cri.value_norm.mean)  # V in the returns' units for the advantages
+
+
+def test_continuous_mappo_acts_for_every_agent_with_a_log_prob_each():
+    agent = AgentMAPPO(16, 4, 2, device="cpu", num_agents=3)
+    state = torch.randn(5, 12)
+    action, log_prob = agent.act.get_action_log_prob(state)
+    assert action.shape == (5, 6) and log_prob.shape == (5, 3)
+    assert torch.allclose(agent.act.get_log_prob_entropy(state, action)[0], log_prob, atol=1e-5)
+    assert agent.select_action(state[0].numpy(), deterministic=True).shape == (6,)
+
+
+def test_coma_critic_row_i_ignores_agent_is_own_action_and_its_advantage_is_counterfactual():
+    torch.manual_seed(0)
+    agent = AgentCOMA(16, 4, 3, device="cpu", num_agents=2)
+    state, action = torch.randn(5, 8), torch.randint(3, (5, 2))
+    q = agent.cri(state, action)  # (5, 2, 3)
+    moved = action.clone()
+    moved[:, 0] = (moved[:, 0] + 1) % 3
+    q_moved = agent.cri(state, moved)
+    assert torch.allclose(q_moved[:, 0], q[:, 0]) and not torch.allclose(q_moved[:, 1], q[:, 1])
+    # eq. 4: A_0 = Q(s, a) - sum_a' pi_0(a') Q(s, (a', a_1)), every Q from agent 0's row
+    probs = agent.act.get_log_probs(state).exp()  # (5, 2, 3)
+    expected = q[torch.arange(5), 0, action[:, 0]] - sum(probs[:, 0, a] * q[:, 0, a] for a in range(3))
+    baseline = (probs * q).sum(-1)
+    assert torch.allclose(q.gather(-1, action.unsqueeze(-1)).squeeze(-1)[:, 0] - baseline[:, 0], expected)
+
+
+@pytest.mark.parametrize("agent", ["AgentDiscreteMAPPO", "AgentCOMA"])
+def test_on_policy_teams_coordinate_on_one_of_two_optima(tmp_path, agent):
+    game = MatrixGame([[10, 0, 0], [0, 2, 0], [0, 0, 10]])
+    result = train_and_evaluate(Arguments(agent=agent, env=game, cwd=str(tmp_path), break_step=8192, eval_gap=0,
+                                          eval_times=1, target_return=10.0))
+    assert result["if_solved"]

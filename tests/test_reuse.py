@@ -18,7 +18,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 """
-HELPERS = ["soft_update", "optimizer_step", "new_adam", "frozen_copy", "ColoredNoise", "n_step_returns", "ReplayBuffer"]
+HELPERS = ["soft_update", "optimizer_step", "new_adam", "merged_moments", "frozen_copy", "ColoredNoise", "n_step_returns",
+           "ReplayBuffer"]
 
 
 def copy_into_module(tmp_path, from_net: list[str], from_zoo: list[str]):
@@ -63,6 +64,9 @@ def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
     assert set(stats) == {"obj_critic", "obj_actor", "alpha"}
     print(f'deterministic return before {before:.0f}, after {after:.0f}')
     assert after > -600 and after > before + 300, (before, after)
+    normed = my_sac.AgentSAC(128, 3, 1, device="cpu", if_state_norm=True)  # the copy standardises states too
+    normed.update_state_norm(torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]))
+    assert torch.allclose(normed.act.state_norm.mean, torch.tensor(2.0)), normed.act.state_norm.mean
 
 
 def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
