@@ -1698,9 +1698,9 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
 
 
 class AgentDiscreteMADDPG(AgentMADDPG):
-    """MADDPG for discrete actions: each actor samples from a categorical policy while exploring and acts greedily
-    in evaluation and in the target; its gradient passes through a straight-through Gumbel-softmax sample (one-hot
-    forward, softmax backward), the estimator the MADDPG paper uses for discrete actions (Jang et al.
+    """MADDPG for discrete actions: each actor samples from a categorical policy while exploring and in the critics'
+    target, and acts greedily in evaluation; its gradient passes through a straight-through Gumbel-softmax sample
+    (one-hot forward, softmax backward), the estimator the MADDPG paper uses for discrete actions (Jang et al.
     arXiv:1611.01144). The critics take one-hot actions (AgentNet.TeamCriticDiscrete)."""
 
     if_discrete = True
@@ -1710,6 +1710,12 @@ class AgentDiscreteMADDPG(AgentMADDPG):
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return torch.distributions.Categorical(logits=self.act.get_logits(state)).sample()  # (..., num_agents)
+
+    def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
+        """Every critic's target Q of a joint action sampled from the target actors: the critics value the sampling
+        policy that acts and that the actors' objective grades, not its greedy action (eq. 6)."""
+        next_action = torch.distributions.Categorical(logits=self.act_target.get_logits(next_state)).sample()
+        return self.cri_target(next_state, next_action)  # (num_agents, B)
 
     def get_team_actions(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         own = nn.functional.gumbel_softmax(self.act.get_logits(state), hard=True)  # (B, num_agents, action_dim)

@@ -329,3 +329,18 @@ def test_on_policy_teams_coordinate_on_one_of_two_optima(tmp_path, agent):
     result = train_and_evaluate(Arguments(agent=agent, env=game, cwd=str(tmp_path), break_step=8192, eval_gap=0,
                                           eval_times=1, target_return=10.0))
     assert result["if_solved"]
+
+
+def test_discrete_maddpg_target_values_a_sampled_joint_action():
+    torch.manual_seed(0)
+    agent = AgentDiscreteMADDPG(16, 4, 5, device="cpu", num_agents=2)
+    next_state = torch.randn(4096, 8)
+    greedy = agent.cri_target(next_state, agent.act_target(next_state))  # (2, 4096)
+    sampled = agent.get_next_q(next_state)
+    assert sampled.shape == (2, 4096) and not torch.allclose(sampled, greedy)
+    logits = agent.act_target.get_logits(next_state)  # the target policy's expectation, by enumerating its 25 pairs
+    probs = logits.softmax(-1)
+    pairs = torch.cartesian_prod(torch.arange(5), torch.arange(5))  # (25, 2)
+    expected = sum(probs[:, 0, a] * probs[:, 1, b] * agent.cri_target(next_state, torch.stack((a, b)).expand(4096, 2))
+                   for a, b in pairs)
+    assert torch.allclose(sampled.mean(1), expected.mean(1), atol=0.02)
