@@ -46,10 +46,12 @@ def print_table(label: str, results: dict[str, list[dict]], target: float):
     for agent, rows in results.items():
         cell = lambda key: (f"{statistics.median(float(row[key]) for row in rows):.1f} "
                             f"({min(float(row[key]) for row in rows):.1f})")
-        solved = [float(row["seconds"]) for row in rows if str(row["solved"]) == "True"]
-        median = statistics.median(float(row["seconds"]) if str(row["solved"]) == "True" else float("inf") for row in rows)
-        seconds = (f"{median:.1f} ({'failed' if len(solved) < len(rows) else max(solved)}), {len(solved)}/{len(rows)}"
-                   if solved else f"0/{len(rows)}")
+        solved = sorted(float(row["seconds"]) for row in rows if str(row["solved"]) == "True")
+        if 2 * len(solved) > len(rows):  # a median among the solved; the slowest, or that some failed
+            median = statistics.median(solved + [float("inf")] * (len(rows) - len(solved)))
+            seconds = f"{median:.1f} ({'failed' if len(solved) < len(rows) else solved[-1]}), {len(solved)}/{len(rows)}"
+        else:
+            seconds = f"{len(solved)}/{len(rows)}" + (f" ({', '.join(map(str, solved))} s)" if solved else "")
         print(f"| `{agent}` | {cell('best_return')} | {cell('last_return')} | {seconds} |")
 
 
