@@ -1803,9 +1803,13 @@ class AgentCOMA(MultiAgent, AgentDiscreteVPG):
             soft_update(self.cri_target, self.cri, self.soft_update_tau)
             sum_obj_critic = sum_obj_critic + obj_critic.detach()
             update_times += 1
-        with torch.no_grad():
-            q = self.cri(state, action)  # (T * N, num_agents, action_dim)
-            baseline = (self.act.get_log_probs(state).exp() * q).sum(dim=-1)  # (T * N, num_agents)
-            advantage = q.gather(-1, action.unsqueeze(-1)).squeeze(-1) - baseline
-        obj_actor = self.update_actor((state, action, None, advantage))
+        obj_actor = self.update_actor((state, action, None, self.get_advantage(state, action)))
         return {"obj_critic": sum_obj_critic.item() / update_times, "obj_actor": obj_actor} | self.extra_stats()
+
+    @torch.no_grad()
+    def get_advantage(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Every agent's counterfactual advantage, A_i = Q(s, a) - sum_a' pi_i(a'|o_i) Q(s, (a_-i, a')), each Q from
+        agent i's row of the critic, (B, num_agents)."""
+        q = self.cri(state, action)  # (B, num_agents, action_dim)
+        baseline = (self.act.get_log_probs(state).exp() * q).sum(dim=-1)
+        return q.gather(-1, action.unsqueeze(-1)).squeeze(-1) - baseline
