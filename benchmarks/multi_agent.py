@@ -6,7 +6,7 @@ evaluation mean (best_return, last_return). Then prints, per agent, the median a
 
     python benchmarks/multi_agent.py agents=AgentVDN,AgentQMIX seeds=0,1,2,3,4 break_step=100000 target=-50
     python benchmarks/multi_agent.py agents=AgentMADDPG,AgentMAPPO continuous=True    # continuous_actions=True
-    python benchmarks/multi_agent.py table=<commit>    # the same table from the rows of that commit
+    python benchmarks/multi_agent.py table=<commit> target=-50    # the same table from the rows of that commit
 
 No Stable-Baselines3 peer exists for these; README compares with published numbers instead (with their caveats).
 """
@@ -40,9 +40,9 @@ def run_once(agent: str, env: str, seed: int, break_step: int, target: float, if
             "steps": int((reached or rows[-1])["step"]), "seconds": round(float((reached or rows[-1])["seconds"]), 1)}
 
 
-def print_table(label: str, results: dict[str, list[dict]], target: float):
+def print_table(label: str, results: dict[str, list[dict]], target: str):
     print(f"\n{label}: median (worst seed) over {len(next(iter(results.values())))} seeds\n"
-          f"| agent | best evaluation return | last evaluation return | seconds to {target:g} |\n|---|---|---|---|")
+          f"| agent | best evaluation return | last evaluation return | seconds to {target} |\n|---|---|---|---|")
     for agent, rows in results.items():
         cell = lambda key: (f"{statistics.median(float(row[key]) for row in rows):.1f} "
                             f"({min(float(row[key]) for row in rows):.1f})")
@@ -55,8 +55,9 @@ def print_table(label: str, results: dict[str, list[dict]], target: float):
         print(f"| `{agent}` | {cell('best_return')} | {cell('last_return')} | {seconds} |")
 
 
-def table(commit: str, target: float):
-    """The tables of every multi-agent env measured at commit, from History/benchmarks.csv."""
+def table(commit: str, target: str):
+    """The tables of every multi-agent env measured at commit, from History/benchmarks.csv (the rows keep whether
+    their run reached its target, not the target: `target` only names it)."""
     with open(HISTORY, newline="") as f:
         rows = [row for row in csv.DictReader(f) if row["commit"] == commit and row["best_return"]]
     if not rows:
@@ -71,9 +72,9 @@ def table(commit: str, target: float):
 
 def main(argv: list[str]):
     options = dict(item.split("=", 1) for item in argv)
-    target = float(options.get("target", -50))
     if "table" in options:
-        return table(options["table"], target)
+        return table(options["table"], options.get("target", "target"))
+    target = float(options.get("target", -50))
     env, if_continuous = options.get("env", "simple_spread_v3"), options.get("continuous", "False") == "True"
     label = f"{env}(continuous_actions=True)" if if_continuous else env  # its name in History/benchmarks.csv
     break_step = int(options.get("break_step", 100_000))
@@ -88,7 +89,7 @@ def main(argv: list[str]):
             with open(HISTORY, "a", newline="") as f:
                 csv.writer(f).writerow([datetime.date.today().isoformat(), commit, agent, label, seed, row["steps"],
                                         row["seconds"], row["solved"], "serial", row["best_return"], row["last_return"]])
-    print_table(f"{label}, {break_step} steps", results, target)
+    print_table(f"{label}, {break_step} steps", results, f"{target:g}")
 
 
 if __name__ == "__main__":
