@@ -83,7 +83,8 @@ class Arguments:
     policy_noise: float | None = None  # TD3: std of the target policy smoothing noise, >= 0
     noise_clip: float | None = None  # TD3: the smoothing noise is clipped to [-noise_clip, noise_clip], >= 0
     alpha_init: float | None = None  # SAC: the entropy temperature alpha it starts from (then tuned), > 0
-    lambda_gae: float | None = None  # PPO, A2C, VPG, TRPO: GAE's lambda (0: one-step TD error, 1: Monte Carlo return), in [0, 1]
+    lambda_gae: float | None = None  # PPO, A2C, VPG, TRPO (COMA: of its critic's TD(lambda) returns): GAE's lambda
+    #   (0: one-step TD error, 1: Monte Carlo return), in [0, 1]
     ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
     entropy_coef: float | None = None  # PPO, A2C, VPG, TRPO: weight of the entropy bonus, >= 0
     max_kl: float | None = None  # TRPO: the trust region, the largest mean KL(old || new policy) of a step, > 0
@@ -91,6 +92,8 @@ class Arguments:
     #   KL(average || new policy) per state, > 0
     rho_clip: float | None = None  # ACER: c, the truncation of the importance weights in the policy gradient, > 0
     damping: float | None = None  # ACKTR: added to the Kronecker-factored Fisher before inverting it, > 0
+    lambda_opt: float | None = None  # QTRAN: weight of L_opt, the factorisation's equality at the greedy action, >= 0
+    lambda_nopt: float | None = None  # QTRAN: weight of L_nopt, its inequality at the actions taken, >= 0
     if_state_norm: bool | None = None  # True: networks standardise states by the running mean and std of the explored
     #   ones (AgentNet.StateNorm), saved with every network (actor.pt too); None: the agent's default
 
@@ -256,6 +259,7 @@ class Arguments:
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
             "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"), "damping": (lambda v: v > 0, "> 0"),
             "rho_clip": (lambda v: v > 0, "> 0"),
+            "lambda_opt": (lambda v: v >= 0, ">= 0"), "lambda_nopt": (lambda v: v >= 0, ">= 0"),
             "n_step": (lambda v: v >= 1, ">= 1"), "her_k": (lambda v: v >= 0, ">= 0"), "num_atoms": (lambda v: v >= 2, ">= 2"),
             "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
             "v_min": (lambda v: math.isfinite(v) and v < self.v_max, f"below v_max={self.v_max}"),
