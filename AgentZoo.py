@@ -986,8 +986,10 @@ class AgentModSAC(AgentSAC):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
-        self.obj_critic_avg = math.sqrt(-math.log(0.5))  # a start at which the critic is half reliable
-        self.actor_credit = 1.0  # actor steps owed; the first critic step is followed by one
+        # [the running average of the critic's loss, actor steps owed], a tensor (on the host) that checkpoints hold,
+        # so that a resumed run goes on with its lambda: a start at which the critic is half reliable, and the first
+        # critic step followed by an actor step
+        self.actor_share = torch.tensor([math.sqrt(-math.log(0.5)), 1.0], dtype=torch.float64)
 
     def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
         """The "reliable lambda": lambda = exp(-L^2), L a running average of the critic's loss per head, and the actor
@@ -999,13 +1001,16 @@ class AgentModSAC(AgentSAC):
             obj_critic = obj_critic.detach().clone()  # the summed objective of update_net stays this rank's
             torch.distributed.all_reduce(obj_critic)
             obj_critic /= torch.distributed.get_world_size()
-        self.obj_critic_avg = (self.critic_average * self.obj_critic_avg
-                               + (1 - self.critic_average) * obj_critic.item() / 2)  # two heads' losses summed
-        self.actor_credit += 1 / (2 - math.exp(-self.obj_critic_avg ** 2))
-        if self.actor_credit < 1:
-            return False
-        self.actor_credit -= 1
-        return True
+        obj_critic_avg, actor_credit = self.actor_share.tolist()
+        obj_critic_avg = (self.critic_average * obj_critic_avg
+                          + (1 - self.critic_average) * obj_critic.item() / 2)  # two heads' losses summed
+        actor_credit += 1 / (2 - math.exp(-obj_critic_avg ** 2))
+        if_step = actor_credit >= 1
+        self.actor_share[0], self.actor_share[1] = obj_critic_avg, actor_credit - if_step
+        return if_step
+
+    def extra_save_names(self) -> tuple[str, ...]:
+        return super().extra_save_names() + ("actor_share",)
 
     def extra_update(self, batch: tuple[torch.Tensor, ...]):
         super().extra_update(batch)

@@ -47,3 +47,13 @@ def test_log_alpha_is_clamped_after_its_step():
         agent.log_alpha.fill_(-30.0)
     agent.extra_update(batch)
     assert agent.log_alpha.item() == -16.0
+
+
+def test_a_checkpoint_holds_the_running_loss_and_the_actor_credit(tmp_path):
+    agent = AgentModSAC(16, 3, 1, device="cpu")
+    actor_steps(agent, 100.0, 700)  # an unreliable critic: lambda near 0
+    agent.save_or_load_agent(str(tmp_path), if_save=True)
+    resumed = AgentModSAC(16, 3, 1, device="cpu")
+    resumed.save_or_load_agent(str(tmp_path), if_save=False)
+    assert torch.equal(resumed.actor_share, agent.actor_share)
+    assert actor_steps(resumed, 100.0, 100) == actor_steps(agent, 100.0, 100)  # not a fresh start at lambda 0.5
