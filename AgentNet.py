@@ -602,18 +602,20 @@ class COMACritic(nn.Module):
         return self(state, action).gather(-1, action.unsqueeze(-1)).squeeze(-1)
 
 
-class QTranNet(QMixNet):
+class QTranNet(nn.Module):
     """QTRAN-base (Son et al. arXiv:1905.05408, section 3): the individual q_i of the shared agent network (QMixNet's,
     for acting), an unconstrained joint Q_jt(s, a) of the team's state and one-hot joint action, and V_jt(s), which
     together make sum_i q_i - Q_jt + V zero at the greedy joint action and non-negative elsewhere (AgentQTRAN). Q_jt
     is a plain network of (s, a) here, where the paper feeds it the agents' summed hidden features."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int, if_noisy: bool = False):
-        nn.Module.__init__(self)  # QMixNet's agent network and forward, without its mixer
+        super().__init__()
         self.num_agents, self.action_dim = num_agents, action_dim
         self.agent_net = QNet(net_dim, state_dim + num_agents, action_dim, if_noisy)
         self.joint_net = build_mlp([num_agents * (state_dim + action_dim), net_dim, net_dim, 1])
         self.value_net = build_mlp([num_agents * state_dim, net_dim, 1])
+
+    forward = QMixNet.forward  # every agent's q-values, (..., num_agents, action_dim), for acting
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Q_jt(s, a) of a joint action, (num_agents,) integers a row -> (Q_jt (B,),)."""

@@ -1209,14 +1209,24 @@ class AgentVPG(AgentA2C):
         """The actor's step (update_actor), then repeat_times epochs of the critic's regression."""
         state, action, prox_log_prob, advantage, ret = self.get_rollout_batch(buffer)
         obj_actor = self.update_actor((state, action, prox_log_prob, advantage))
+        obj_critic = self.fit_critic((state, ret), batch_size, repeat_times)
+        return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
+
+    def fit_critic(self, batch: tuple[torch.Tensor, ...], batch_size: int, repeat_times: float) -> float:
+        """repeat_times epochs of critic_step over batch (aligned tensors, a row per transition) in minibatches of
+        batch_size; returns the mean objective."""
         sum_obj_critic = torch.zeros((), device=self.device)
         update_times = 0
-        for state_minibatch, ret_minibatch in minibatches((state, ret), batch_size, repeat_times):
-            obj_critic = self.get_obj_critic(state_minibatch, ret_minibatch)
-            optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
-            sum_obj_critic = sum_obj_critic + obj_critic.detach()
+        for minibatch in minibatches(batch, batch_size, repeat_times):
+            sum_obj_critic = sum_obj_critic + self.critic_step(minibatch)
             update_times += 1
-        return {"obj_critic": sum_obj_critic.item() / update_times, "obj_actor": obj_actor} | self.extra_stats()
+        return sum_obj_critic.item() / update_times
+
+    def critic_step(self, minibatch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """One step of the critic's optimizer on get_obj_critic of a minibatch; returns the objective, detached."""
+        obj_critic = self.get_obj_critic(*minibatch)
+        optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
+        return obj_critic.detach()
 
     def update_actor(self, batch: tuple[torch.Tensor, ...]) -> float:
         """One step of the actor's optimizer on get_obj_actor over the whole rollout; returns the objective."""
@@ -1761,7 +1771,6 @@ class AgentMAPPO(MultiAgent, AgentPPO):
     act_class, cri_class = TeamActorPPO, TeamCriticValue
     hyper_defaults = without_state_norm(AgentPPO.hyper_defaults)
 
-    @torch.no_grad()
     def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
         """PPO's batch, its returns merged into the critic's running statistics before it regresses onto them."""
         batch = super().get_rollout_batch(buffer)
@@ -1790,26 +1799,29 @@ class AgentCOMA(MultiAgent, AgentDiscreteVPG):
     hyper_defaults = without_state_norm(AgentDiscreteVPG.hyper_defaults) | dict(soft_update_tau=0.01)
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
-        """The critic first, repeat_times epochs in minibatches of batch_size, then one step of the actor on the whole
-        rollout with the stepped critic's advantages (Algorithm 1)."""
+        """The critic first (fit_critic on TD(lambda) returns), then one step of the actor on the whole rollout with
+        the stepped critic's advantages (Algorithm 1)."""
         with torch.no_grad():
             q_taken = self.cri_target.get_q_taken(buffer.states, buffer.actions).mean(dim=-1)  # (T, N): every row's Q(s, a)
             next_action = self.act.get_action_log_prob(buffer.next_states)[0]  # where the rollout holds no next action
             next_q = self.cri_target.get_q_taken(buffer.next_states, next_action).mean(dim=-1)
             next_q[:-1] = torch.where(buffer.not_done[:-1].bool(), q_taken[1:], next_q[:-1])  # the next one taken
             returns = buffer.get_advantages(q_taken, next_q, self.gamma, self.lambda_gae)[1]  # TD(lambda) returns
-        state, action, ret = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1), returns.flatten()
-        sum_obj_critic = torch.zeros((), device=self.device)
-        update_times = 0
-        for state_minibatch, action_minibatch, ret_minibatch in minibatches((state, action, ret), batch_size, repeat_times):
-            q = self.cri.get_q_taken(state_minibatch, action_minibatch)  # (B, num_agents): every agent's row learns
-            obj_critic = self.criterion(q, ret_minibatch.unsqueeze(-1).expand_as(q))
-            optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
-            soft_update(self.cri_target, self.cri, self.soft_update_tau)
-            sum_obj_critic = sum_obj_critic + obj_critic.detach()
-            update_times += 1
+        state, action = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)
+        obj_critic = self.fit_critic((state, action, returns.flatten()), batch_size, repeat_times)
         obj_actor = self.update_actor((state, action, None, self.get_advantage(state, action)))
-        return {"obj_critic": sum_obj_critic.item() / update_times, "obj_actor": obj_actor} | self.extra_stats()
+        return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
+
+    def get_obj_critic(self, state: torch.Tensor, action: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
+        """Every agent's row regresses Q(s, a) of the joint action taken onto the return (its minibatches carry the
+        action: update_net)."""
+        q = self.cri.get_q_taken(state, action)  # (B, num_agents)
+        return self.criterion(q, ret.unsqueeze(-1).expand_as(q))
+
+    def critic_step(self, minibatch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        obj_critic = super().critic_step(minibatch)
+        soft_update(self.cri_target, self.cri, self.soft_update_tau)  # the target follows every critic step
+        return obj_critic
 
     @torch.no_grad()
     def get_advantage(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
