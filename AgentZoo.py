@@ -429,7 +429,8 @@ class RolloutBuffer:
         episode (gymnasium's info["final_obs"]), not the reset one that the next step starts from."""
         states, actions, log_probs, rewards, not_terminated, not_done, next_states = (  # a no-op where they are already
             tensor.to(self.device) for tensor in (states, actions, log_probs, rewards, not_terminated, not_done, next_states))
-        self.states, self.actions, self.log_probs = states, actions, log_probs  # (T, N, state_dim), (T, N, ...), (T, N)
+        # (T, N, state_dim), (T, N, ...), and (T, N), or a team's every agent's (T, N, num_agents)
+        self.states, self.actions, self.log_probs = states, actions, log_probs
         self.rewards, self.not_terminated, self.not_done = rewards, not_terminated, not_done  # (T, N) each
         self.next_states = next_states  # (T, N, state_dim)
         self.add_size = states.shape[0] * states.shape[1]
