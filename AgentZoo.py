@@ -132,7 +132,7 @@ class ColoredNoise:
     seq_len steps is white noise with its spectrum scaled by f^(-beta/2) (Timmer and Koenig 1995)."""
 
     def __init__(self, beta: float, shape: tuple[int, ...], seq_len: int = 1000, device=None):
-        self.shape, self.seq_len, self.device = shape, seq_len, device
+        self.beta, self.shape, self.seq_len, self.device = beta, shape, seq_len, device
         freqs = torch.fft.rfftfreq(seq_len, device=device)  # (seq_len // 2 + 1,), cycles per step
         freqs[0] = freqs[1]  # the mean takes the lowest frequency's weight, not an infinite one
         self.scale = freqs.pow(-beta / 2)
@@ -635,8 +635,6 @@ class AgentOffPolicy(AgentBase):
     if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
     if_cri_target = True
 
-    noise_beta = 0.0  # the colour of the exploration noise (ColoredNoise); a hyperparameter of DDPG, TD3 and SAC
-
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
         self.critic_steps = 0  # across update_net calls: the actor and the targets follow every policy_delay of them
@@ -697,13 +695,15 @@ class AgentOffPolicy(AgentBase):
         shape = () if num_envs is None else (num_envs,)
         if self.if_discrete:  # a team's: one for every agent, (..., num_agents)
             return torch.randint(self.action_dim, shape + ((self.num_agents,) if self.if_multi_agent else ())).numpy()
-        return torch.erf(self.standard_noise((*shape, self.num_agents * self.action_dim)) / math.sqrt(2)).cpu().numpy()
+        draws = self.standard_noise((*shape, self.num_agents * self.action_dim), self.random_beta)
+        return torch.erf(draws / math.sqrt(2)).cpu().numpy()
 
-    def standard_noise(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """Standard normal draws for one exploring step, coloured along the steps by noise_beta (ColoredNoise): one
-        stream per shape, so a new one begins where the shape changes (one env, a vector env's copies)."""
-        if self.noise is None or self.noise.shape != shape:
-            self.noise = ColoredNoise(self.noise_beta, shape, device=self.device)
+    def standard_noise(self, shape: tuple[int, ...], beta: float) -> torch.Tensor:
+        """Standard normal draws for one exploring step, coloured along the steps by beta (ColoredNoise): the
+        warm-up's random_beta, the policy's noise_beta. One stream per shape and colour, so a new one begins where
+        either changes (one env, a vector env's copies; the warm-up's end)."""
+        if self.noise is None or (self.noise.shape, self.noise.beta) != (shape, beta):
+            self.noise = ColoredNoise(beta, shape, device=self.device)
         return self.noise.sample()
 
     # -- learning --
@@ -899,11 +899,13 @@ class AgentDDPG(AgentOffPolicy):
     (TD3 paper, section 6.1, found no benefit in OU)."""
 
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_noise=0.1,  # std of the action noise, actions in [-1, 1]
-                                                          noise_beta=0.0)  # its colour (ColoredNoise): 0 white, 1 pink
+                                                          noise_beta=0.0,  # its colour (ColoredNoise): 0 white, 1 pink
+                                                          random_beta=1.0)  # the random warm-up's colour (AgentSAC's)
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.act.get_action(state, self.explore_noise,
-                                   self.standard_noise((*state.shape[:-1], self.num_agents * self.action_dim)))
+                                   self.standard_noise((*state.shape[:-1], self.num_agents * self.action_dim),
+                                                       self.noise_beta))
 
 
 class AgentTD3(AgentDDPG):
@@ -930,10 +932,11 @@ class AgentSAC(AgentOffPolicy):
     """Soft Actor-Critic (Haarnoja et al. arXiv:1801.01290) with twin critics and an automatically tuned
     entropy temperature alpha (arXiv:1812.05905, section 5). No actor target: SAC bootstraps from the online policy."""
 
-    # noise_beta 1 (pink) solves MountainCarContinuous-v0 in seconds where white noise stands still, but was slower on
-    # LunarLanderContinuous-v3 (History/UPDATE_LOG.md, 2026-11-25): white stays the default until one value serves both
+    # A pink random warm-up (random_beta 1) finds MountainCarContinuous-v0's reward, which white noise never reached in
+    # 240 s; pink noise in the policy too (noise_beta 1) was slower on LunarLanderContinuous-v3 (History/UPDATE_LOG.md)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(alpha_init=0.2,  # initial entropy temperature
-                                                          noise_beta=0.0)  # colour of the policy's noise (ColoredNoise)
+                                                          noise_beta=0.0,  # colour of the policy's noise (ColoredNoise)
+                                                          random_beta=1.0)  # colour of the random warm-up's actions
     act_class, cri_class = ActorSAC, CriticTwin
     if_act_target = False
 
@@ -946,7 +949,7 @@ class AgentSAC(AgentOffPolicy):
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         """A sample of the policy, its standard normal draws coloured along the steps by noise_beta."""
-        return self.act.get_action(state, self.standard_noise((*state.shape[:-1], self.action_dim)))
+        return self.act.get_action(state, self.standard_noise((*state.shape[:-1], self.action_dim), self.noise_beta))
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Soft value of next_state: min of the target twins minus alpha * log pi (SAC paper, eq. 3). With n_step > 1
@@ -1030,7 +1033,7 @@ class AgentDiscreteSAC(AgentSAC):
     # env and one update per step left LunarLander-v3 at -40 after 400 s (History/UPDATE_LOG.md)
     train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
     # a categorical policy samples actions, not noise
-    hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items() if name != "noise_beta"}
+    hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items() if name not in ("noise_beta", "random_beta")}
     # of the uniform policy's entropy log(action_dim); the paper's 0.98 drove alpha to thousands on LunarLander-v3. With
     # the entropy kept out of the target (get_next_q), 0.6 solved 4 of 5 LunarLander-v3 seeds in 300 s, 0.3 two
     # (History/UPDATE_LOG.md)
@@ -1693,7 +1696,8 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
     observation (AgentNet.TeamActor), each with a centralised critic on every observation and action (TeamCritic)
     that regresses onto its own target r + gamma * Q_i'(s', mu'(s')) (eq. 6); DDPG's exploration and warm-up."""
 
-    hyper_defaults = without_state_norm(AgentDDPG.hyper_defaults)
+    # a white warm-up: the team rows (README) were measured with it, and the particle envs reward no momentum
+    hyper_defaults = without_state_norm(AgentDDPG.hyper_defaults) | dict(random_beta=0.0)
     # QMIX's: an update of batch 256 per 8 steps; DDPG's one of 128 per step cost 4x the time on simple_spread_v3 and
     # scored lower (History/UPDATE_LOG.md, 2026-11-25). The paper's is one of 1024 per 100 steps.
     train_defaults = AgentDDPG.train_defaults | dict(batch_size=256, repeat_times=0.125)
@@ -1721,7 +1725,7 @@ class AgentDiscreteMADDPG(AgentMADDPG):
 
     if_discrete = True
     hyper_defaults = {name: value for name, value in AgentMADDPG.hyper_defaults.items()
-                      if name not in ("explore_noise", "noise_beta")}  # it explores by sampling its policy
+                      if name not in ("explore_noise", "noise_beta", "random_beta")}  # it samples its policy
     act_class, cri_class = TeamActorDiscrete, TeamCriticDiscrete
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:

@@ -107,6 +107,7 @@ def test_bad_values_are_refused(field, value, accepted, tmp_path):
 @pytest.mark.parametrize("agent, env, field, value, accepted", [
     ("AgentDQN", "CartPole-v1", "explore_rate", 1.5, r"in \[0, 1\]"), ("AgentTD3", "Pendulum-v1", "policy_noise", -0.1, ">= 0"),
     ("AgentDDPG", "Pendulum-v1", "explore_noise", -0.1, ">= 0"), ("AgentSAC", "Pendulum-v1", "alpha_init", 0.0, "> 0"),
+    ("AgentTD3", "Pendulum-v1", "random_beta", -1.0, ">= 0"),
     ("AgentPPO", "Pendulum-v1", "ratio_clip", 1.0, r"in \(0, 1\)"), ("AgentDiscretePPO", "CartPole-v1", "lambda_gae", 1.5,
                                                                      r"in \[0, 1\]"),
     ("AgentDiscreteA2C", "CartPole-v1", "entropy_coef", -0.01, ">= 0"),
@@ -125,6 +126,7 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
     ("AgentSAC", "explore_noise", "AgentDDPG, AgentMADDPG, AgentTD3"),  # SAC explores with its own stochastic policy
     ("AgentPPO", "soft_update_tau", "AgentACER, AgentC51, AgentCOMA"),  # PPO has no target network
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
+    ("AgentPPO", "random_beta", "AgentDDPG, AgentMADDPG, AgentModSAC"),  # no random warm-up
     ("AgentA2C", "ratio_clip", "AgentDiscreteMAPPO, AgentDiscretePPO"),  # A2C's objective has no ratio to clip
     ("AgentPPO", "max_memo", "AgentACER, AgentC51, AgentD3QN"),  # no replay buffer
     ("AgentA2C", "batch_size", "AgentC51, AgentCOMA, AgentD3QN"),  # one step on the whole rollout

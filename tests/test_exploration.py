@@ -1,5 +1,5 @@
 """Coloured exploration noise (AgentZoo.ColoredNoise): N(0, 1) at every step, correlated along the steps as its
-exponent says, in the actions of DDPG, TD3 and SAC and in their random warm-up."""
+exponent says, in the actions of DDPG, TD3 and SAC (noise_beta) and in their random warm-up (random_beta)."""
 import numpy as np
 import pytest
 import torch
@@ -45,9 +45,25 @@ def test_exploring_actions_follow_the_noise_colour(agent_class):
     assert abs(correlations[0]) < 0.1 and correlations[1] > 0.8
 
 
-def test_random_warm_up_actions_are_uniform_in_range_and_coloured():
-    agent = AgentTD3(16, 3, 2, device="cpu", noise_beta=1.0)
-    actions = np.stack([agent.random_action(50) for _ in range(1000)], axis=-1)  # (50 envs, 2, 1000 steps)
-    assert actions.shape == (50, 2, 1000) and np.abs(actions).max() < 1
+def warm_up_correlation(agent, steps=1000) -> float:
+    actions = np.stack([agent.random_action(50) for _ in range(steps)], axis=-1)  # (50 envs, action_dim, steps)
+    assert actions.shape == (50, agent.action_dim, steps) and np.abs(actions).max() < 1
     assert np.allclose(np.quantile(actions, [0.25, 0.5, 0.75]), [-0.5, 0.0, 0.5], atol=0.05)  # uniform on (-1, 1)
-    assert lag_one_correlation(torch.as_tensor(actions)) > 0.5
+    return lag_one_correlation(torch.as_tensor(actions))
+
+
+@pytest.mark.parametrize("agent_class", [AgentDDPG, AgentTD3, AgentSAC])
+def test_random_warm_up_is_uniform_and_pink_by_default_whatever_the_policy_noise(agent_class):
+    """The warm-up's colour is random_beta's (1 by default), not noise_beta's: white policy noise keeps a pink warm-up."""
+    assert 0.6 < warm_up_correlation(agent_class(16, 3, 2, device="cpu", noise_beta=0.0)) < 0.95
+    assert abs(warm_up_correlation(agent_class(16, 3, 2, device="cpu", noise_beta=1.0, random_beta=0.0))) < 0.02
+
+
+def test_the_policy_noise_after_a_pink_warm_up_is_white():
+    """The warm-up's stream does not leak into the policy's: its first steps after the warm-up are independent."""
+    agent = AgentSAC(16, 3, 1, device="cpu")
+    state = np.zeros((64, 3), dtype=np.float32)
+    for _ in range(10):
+        agent.random_action(64)
+    actions = torch.as_tensor(np.stack([agent.select_action(state)[:, 0] for _ in range(200)], axis=-1))
+    assert abs(lag_one_correlation(actions - actions.mean())) < 0.1
