@@ -53,7 +53,8 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
     "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO"],
     "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentPPO"],
     "FetchReach-v4": ["AgentDDPG", "AgentTD3", "AgentSAC"],  # goal env: hindsight replay (needs gymnasium-robotics)
-    "MountainCarContinuous-v0": ["AgentSAC"],  # its reward needs exploration that keeps a direction (noise_beta)
+    # its reward needs exploration that keeps a direction: the pink random warm-up (random_beta) of the off-policy agents
+    "MountainCarContinuous-v0": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC"],
     "BipedalWalker-v3": ["AgentPPO"],
 }
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
