@@ -275,6 +275,26 @@ class CriticTwinShared(nn.Module):
         return self.q1(hidden).squeeze(1), self.q2(hidden).squeeze(1)
 
 
+class CriticTwinEncoded(nn.Module):
+    """CriticTwinShared on encoded states: a state encoder (one Linear-ReLU layer, as the first layer of ActorSAC's
+    net) whose features meet the action in the shared trunk. AgentInterSAC gives it the actor's first layer as its
+    encoder, so that one state encoding serves both networks; on its own it keeps an encoder of its own."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.state_norm = nn.Identity()
+        self.encoder = nn.Sequential(build_mlp([state_dim, net_dim]), nn.ReLU())  # states -> (batch, net_dim)
+        self.net = nn.Sequential(build_mlp([net_dim + action_dim, net_dim]), nn.ReLU())
+        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(net_dim, 1), std=0.1) for _ in range(2))
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.get_q_heads(state, action)[0]  # (batch,)
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        hidden = self.net(torch.cat((self.encoder(self.state_norm(state)), action), dim=1))  # (batch, net_dim)
+        return self.q1(hidden).squeeze(1), self.q2(hidden).squeeze(1)
+
+
 # ---- on-policy actors and critic (PPO, A2C) ----
 
 

@@ -24,9 +24,9 @@ import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, COMACritic, Critic, CriticValue, CriticTwin,
-                      CriticTwinShared, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel, QNetTwin, QTranNet, StateNorm,
-                      TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO, TeamCritic, TeamCriticDiscrete,
-                      TeamCriticValue, VDNNet)
+                      CriticTwinEncoded, CriticTwinShared, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel, QNetTwin,
+                      QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO, TeamCritic,
+                      TeamCriticDiscrete, TeamCriticValue, VDNNet)
 
 # ---- helpers ----
 
@@ -1020,6 +1020,24 @@ class AgentModSAC(AgentSAC):
         super().extra_update(batch)
         with torch.no_grad():
             self.log_alpha.clamp_(*self.log_alpha_range)
+
+
+class AgentInterSAC(AgentModSAC):
+    """ModSAC whose actor and critic share one state encoder, as the 2020 three-file library's InterSAC shares one
+    network between them: the first layer of the actor's net (ActorSAC) is the critic's encoder too
+    (CriticTwinEncoded). The critic's loss alone trains it: the actor's step freezes the critic, encoder included,
+    and the actor's optimizer holds only the layers after it, as SAC+AE stops the actor's gradient at its shared
+    encoder (Yarats et al. arXiv:1910.01741); so each optimizer steps one objective, never a sum of them. The critic's
+    target keeps its own slow copy of the encoder."""
+
+    cri_class = CriticTwinEncoded
+
+    def init_networks(self):
+        super().init_networks()
+        self.cri.encoder = self.act.net[:2]  # the actor's first Linear and ReLU, the same modules
+        self.cri_target = frozen_copy(self.cri)
+        self.act_optimizer = new_adam(self.act.net[2:].parameters(), self.learning_rate, self.device)
+        self.cri_optimizer = self.new_optimizer(self.cri)
 
 
 class AgentDiscreteSAC(AgentSAC):

@@ -28,7 +28,8 @@ from AgentRun import (ROBOTICS_PREFIXES, TARGET_RETURN_WITHOUT_THRESHOLD, Argume
 
 ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3, "TRPO": TRPO}
 TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0,
-           "Acrobot-v1": -100.0, "FetchReach-v4": TARGET_RETURN_WITHOUT_THRESHOLD["FetchReach-v4"]}
+           "Acrobot-v1": -100.0, "FetchReach-v4": TARGET_RETURN_WITHOUT_THRESHOLD["FetchReach-v4"],
+           "MountainCarContinuous-v0": 90.0, "BipedalWalker-v3": 300.0}
 
 
 def linear(start: float):
@@ -82,6 +83,15 @@ ZOO = {
                                                            ent_coef="auto", gamma=0.99, tau=0.01, train_freq=1,
                                                            gradient_steps=1, learning_starts=10_000,
                                                            policy_kwargs=dict(net_arch=[400, 300]))),
+    # gSDE (use_sde) explores MountainCar and the walker: Raffin et al. arXiv:2005.05719
+    ("SAC", "MountainCarContinuous-v0"): (50_000, 1, dict(learning_rate=3e-4, buffer_size=50_000, batch_size=512, ent_coef=0.1,
+                                                          train_freq=32, gradient_steps=32, gamma=0.9999, tau=0.01,
+                                                          learning_starts=0, use_sde=True,
+                                                          policy_kwargs=dict(log_std_init=-3.67, net_arch=[64, 64]))),
+    ("SAC", "BipedalWalker-v3"): (500_000, 1, dict(learning_rate=7.3e-4, buffer_size=300_000, batch_size=256, ent_coef="auto",
+                                                   gamma=0.98, tau=0.02, train_freq=64, gradient_steps=64,
+                                                   learning_starts=10_000, use_sde=True,
+                                                   policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300]))),
     ("TD3", "Pendulum-v1"): (20_000, *DDPG_TD3_ZOO[1:]),
     ("TD3", "LunarLanderContinuous-v3"): (300_000, *DDPG_TD3_ZOO[1:]),
     ("DDPG", "Pendulum-v1"): (20_000, *DDPG_TD3_ZOO[1:]),
@@ -101,6 +111,7 @@ class TimeToTarget(BaseCallback):
         super().__init__()
         self.eval_env, self.target, self.eval_gap, self.max_time = eval_env, target, eval_gap, max_time
         self.start_time, self.last_eval_time, self.eval_seconds, self.reason = 0.0, -math.inf, 0.0, None
+        self.best_return = -math.inf
 
     def _on_training_start(self):
         self.start_time = time.time()
@@ -112,6 +123,7 @@ class TimeToTarget(BaseCallback):
         avg_return = evaluate_policy(self.model, self.eval_env, n_eval_episodes=self.eval_env.num_envs, deterministic=True)[0]
         self.last_eval_time = time.time()
         self.eval_seconds = self.last_eval_time - start
+        self.best_return = max(self.best_return, avg_return)
         print(f"{self.num_timesteps:>10d} {time.time() - self.start_time:>8.1f} {avg_return:>10.1f}", flush=True)
         if avg_return >= self.target:
             self.reason = f"reached target_return {self.target} (evaluation mean {avg_return:.1f})"
@@ -141,7 +153,8 @@ def main(argv: list[str]):
     callback = TimeToTarget(eval_env, TARGETS[env_id], eval_gap, max_time)
     model.learn(total_timesteps=n_timesteps or 10 ** 9, callback=callback)
     reason = callback.reason or f"reached the zoo's n_timesteps {n_timesteps}"
-    print(f"Stop: {reason} at step {model.num_timesteps} after {time.time() - callback.start_time:.1f} s")
+    print(f"Stop: {reason} at step {model.num_timesteps} after {time.time() - callback.start_time:.1f} s; "
+          f"best evaluation mean {callback.best_return:.1f}")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
 The suite runs each of our agents on each task of its action type, and the Stable-Baselines3 algorithm of
 each agent's family with the rl-baselines3-zoo hyperparameters (benchmarks/peer_sb3.py), seed by seed, in
 one invocation, so that the machine's load hits both alike. Each run is a fresh process with defaults; its
-row (date, commit, agent, env, seed, steps, seconds, solved, loop) is appended to History/benchmarks.csv,
-and a markdown table of medians, spreads, failures and ratios of medians is printed for README.md;
+row (date, commit, agent, env, seed, steps, seconds, solved, loop, best_return: the run's best evaluation mean) is
+appended to History/benchmarks.csv, and a markdown table of medians, spreads, failures and ratios of medians is
+printed for README.md;
 `table=<commit>` prints the same table from the rows of History/benchmarks.csv measured at that commit.
 A run that stops without reaching the target counts as a failure (an infinite time in the median); so does one that
 crashes (its row's loop is "crashed"), and the invocation goes on with the next run.
@@ -34,7 +35,8 @@ from peer_sb3 import ZOO  # the (family, task) pairs that have zoo hyperparamete
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HISTORY = os.path.join(ROOT, "History", "benchmarks.csv")
-STOP_LINE = re.compile(r"Stop: (?P<reason>.*) at step (?P<steps>\d+) after (?P<seconds>[\d.]+) s")
+STOP_LINE = re.compile(r"Stop: (?P<reason>.*) at step (?P<steps>\d+) after (?P<seconds>[\d.]+) s; "
+                       r"best evaluation mean (?P<best>-?(?:inf|[\d.]+))")
 
 
 def git_commit() -> str:
@@ -49,16 +51,18 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
                     "AgentDiscreteA2C", "AgentDiscreteA3C", "AgentDiscreteVPG", "AgentDiscreteTRPO", "AgentDiscreteACKTR",
                     "AgentACER"],
     "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentACER"],
-    "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentPPO", "AgentVPG", "AgentTRPO", "AgentACKTR"],
+    "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentVPG", "AgentTRPO",
+                    "AgentACKTR"],
     "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO"],
-    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentPPO"],
+    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO"],
     "FetchReach-v4": ["AgentDDPG", "AgentTD3", "AgentSAC"],  # goal env: hindsight replay (needs gymnasium-robotics)
     # its reward needs exploration that keeps a direction: the pink random warm-up (random_beta) of the off-policy agents
-    "MountainCarContinuous-v0": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC"],
+    "MountainCarContinuous-v0": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC"],
     "BipedalWalker-v3": ["AgentPPO"],
 }
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
-          "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC", "AgentModSAC": "SAC",
+          "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC",
+          "AgentModSAC": "SAC", "AgentInterSAC": "SAC",
           "AgentDiscreteA3C": "A2C",  # SB3 has no A3C: A2C is its synchronous version
           "AgentC51": "QRDQN", "AgentRainbow": "QRDQN",  # distributional: sb3-contrib's QR-DQN
           "AgentDiscreteSAC": "DQN",  # SB3's SAC has no discrete actions
@@ -72,7 +76,7 @@ PEER_PREFIX = "SB3-"
 def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict:
     """One run as a fresh process: our agent `name` in the serial or mp loop, the mp loop with N explorers ("mpN",
     num_workers=N), N data-parallel learners under torchrun ("ddpN") or its default loop ("default"), or the peer
-    SB3-<algo> ("sb3"). Returns steps, seconds, solved and the loop that ran."""
+    SB3-<algo> ("sb3"). Returns steps, seconds, solved, the loop that ran and the best evaluation mean."""
     with tempfile.TemporaryDirectory() as cwd:
         if loop == "sb3":
             command = [sys.executable, "benchmarks/peer_sb3.py", f"algo={name.removeprefix(PEER_PREFIX)}", f"env={env}",
@@ -95,9 +99,10 @@ def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict
             with open(os.path.join(cwd, "run", "recorder.csv")) as f:
                 row = next(row for row in csv.DictReader(f) if float(row["avg_return"]) >= target)
             steps, seconds = int(row["step"]), round(float(row["seconds"]), 1)
+    best_return = float(match["best"])
     ran = (loop if loop == "sb3" or loop[2:].isdigit() or loop.startswith("ddp") else "mp" if "| multiprocess:" in out.stdout
            else "async" if "| asynchronous:" in out.stdout else "serial")
-    return {"steps": steps, "seconds": seconds, "solved": solved, "loop": ran}
+    return {"steps": steps, "seconds": seconds, "solved": solved, "loop": ran, "best_return": best_return}
 
 
 def plan_runs(options: dict) -> list[tuple[str, str, str]]:
@@ -133,12 +138,21 @@ def seconds_cell(rows: list[dict]) -> str:
     return f"{median:.1f} ({slowest})" if math.isfinite(median) else f"failed ({slowest})"
 
 
+def best_return_cell(rows: list[dict]) -> str:
+    """The median over seeds of each run's best evaluation mean and, in brackets, the worst seed's ("-" for rows
+    recorded before best_return was)."""
+    best = [row["best_return"] for row in rows if row["best_return"] is not None]
+    return f"{statistics.median(best):.1f} ({min(best):.1f})" if len(best) == len(rows) else "-"
+
+
 def print_table(results: dict):
     """A markdown table, one row per agent of ours: solved seeds, median and slowest seconds to target, median steps,
-    and the peer of its family beside it with the ratio of the peer's median seconds to ours (above 1: we are
-    faster; "> N" where the peer failed in most seeds: its runs stopped at the time budget, N times our median)."""
-    print("| task | agent | loop | solved | median s (slowest) | median steps | SB3 peer | peer median s (slowest) | peer / ours |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    the best evaluation mean (median and worst seed), and the peer of its family beside it with the ratio of the
+    peer's median seconds to ours (above 1: we are faster; "> N" where the peer failed in most seeds: its runs
+    stopped at the time budget, N times our median)."""
+    print("| task | agent | loop | solved | median s (slowest) | median steps | best return (worst) | SB3 peer | "
+          "peer median s (slowest) | peer / ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for (env, name, loop), rows in results.items():
         if loop == "sb3":
             continue
@@ -153,7 +167,7 @@ def print_table(results: dict):
             if math.isfinite(median):
                 ratio = f"{peer_median / median:.1f}x" if math.isfinite(peer_median) else f"> {budget / median:.1f}x"
         print(f"| {env} | {name} | {rows[0]['loop']} | {len(solved)}/{len(rows)} | {seconds_cell(rows)} | {steps} | "
-              f"{peer_cells[0]} | {peer_cells[1]} | {ratio} |")
+              f"{best_return_cell(rows)} | {peer_cells[0]} | {peer_cells[1]} | {ratio} |")
 
 
 def history_results(commit: str, tasks: list[str], agents: list[str] | None = None) -> dict:
@@ -169,7 +183,7 @@ def history_results(commit: str, tasks: list[str], agents: list[str] | None = No
                         if row["loop"][2:].isdigit() or row["loop"].startswith("ddp") else "default")
                 results.setdefault((row["env"], row["agent"], loop), []).append(
                     {"steps": int(row["steps"]), "seconds": float(row["seconds"]), "solved": row["solved"] == "True",
-                     "loop": row["loop"]})
+                     "loop": row["loop"], "best_return": float(row["best_return"]) if row.get("best_return") else None})
     if not results:
         raise SystemExit(f"no rows of commit {commit!r} in {HISTORY}")
     order = {(env, name): i for i, (env, name) in enumerate((env, name) for env in SUITE for name in SUITE[env])}
@@ -197,11 +211,12 @@ def main(argv: list[str]):
                 result = run_once(name, env, seed, loop, max_time)
             except (RuntimeError, subprocess.TimeoutExpired) as error:  # that seed's failure; the others still run
                 print(f"{name} {env} seed {seed} crashed: {error}", file=sys.stderr, flush=True)
-                result = {"steps": 0, "seconds": round(time.perf_counter() - start, 1), "solved": False, "loop": "crashed"}
+                result = {"steps": 0, "seconds": round(time.perf_counter() - start, 1), "solved": False, "loop": "crashed",
+                          "best_return": None}
             results[env, name, loop].append(result)
             with open(HISTORY, "a", newline="") as f:
                 csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
-                                        result["solved"], result["loop"]])
+                                        result["solved"], result["loop"], result["best_return"] or "", ""])
             print(f"{name} {env} seed {seed} {loop}: {result}", flush=True)
     print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {date}\n")
     print_table(results)

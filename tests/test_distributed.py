@@ -14,13 +14,14 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from AgentRun import Arguments, prepare_env
-from AgentZoo import AgentModSAC, AgentSAC, ReplayBuffer
+from AgentZoo import AgentInterSAC, AgentModSAC, AgentSAC, ReplayBuffer
 from test_multiprocess import ROOT
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
-AGENTS_IN_STEP = (AgentSAC, AgentModSAC)  # ModSAC: its actor steps are decided by the critic's loss, on every rank
+# ModSAC: its actor steps are decided by the critic's loss, on every rank; InterSAC: its actor and critic share a layer
+AGENTS_IN_STEP = (AgentSAC, AgentModSAC, AgentInterSAC)
 
 
 def learn_on_own_data(rank: int, world: int, init_file: str, results):

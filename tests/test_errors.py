@@ -126,7 +126,7 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
     ("AgentSAC", "explore_noise", "AgentDDPG, AgentMADDPG, AgentTD3"),  # SAC explores with its own stochastic policy
     ("AgentPPO", "soft_update_tau", "AgentACER, AgentC51, AgentCOMA"),  # PPO has no target network
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
-    ("AgentPPO", "random_beta", "AgentDDPG, AgentMADDPG, AgentModSAC"),  # no random warm-up
+    ("AgentPPO", "random_beta", "AgentDDPG, AgentInterSAC, AgentMADDPG"),  # no random warm-up
     ("AgentA2C", "ratio_clip", "AgentDiscreteMAPPO, AgentDiscretePPO"),  # A2C's objective has no ratio to clip
     ("AgentPPO", "max_memo", "AgentACER, AgentC51, AgentD3QN"),  # no replay buffer
     ("AgentA2C", "batch_size", "AgentC51, AgentCOMA, AgentD3QN"),  # one step on the whole rollout

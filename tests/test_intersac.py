@@ -1,0 +1,63 @@
+"""AgentInterSAC: ModSAC whose actor and critic share one state encoder, trained by the critic's loss alone."""
+import copy
+
+import torch
+
+from AgentZoo import AgentInterSAC, ReplayBuffer
+
+
+def filled_buffer(agent, size=256):
+    buffer = ReplayBuffer(size, agent.state_dim, agent.action_dim, if_discrete=False, device=agent.device)
+    buffer.extend(torch.randn(size, 3), torch.rand(size, 1) * 2 - 1, torch.randn(size), torch.full((size,), 0.99),
+                  torch.randn(size, 3))
+    return buffer
+
+
+def snapshot(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def changed(module: torch.nn.Module, before: list[torch.Tensor]) -> bool:
+    return any(not torch.equal(p, b) for p, b in zip(module.parameters(), before, strict=True))
+
+
+def test_the_critic_encodes_states_with_the_actors_first_layer_and_its_target_with_a_copy():
+    agent = AgentInterSAC(32, 3, 1, device="cpu")
+    assert agent.cri.encoder[0] is agent.act.net[0]
+    assert agent.cri_target.encoder[0] is not agent.act.net[0]
+    assert torch.equal(agent.cri_target.encoder[0].weight, agent.act.net[0].weight)
+    encoder = set(map(id, agent.act.net[0].parameters()))
+    assert encoder <= {id(p) for group in agent.cri_optimizer.param_groups for p in group["params"]}
+    assert not encoder & {id(p) for group in agent.act_optimizer.param_groups for p in group["params"]}
+
+
+def test_the_critic_steps_the_encoder_and_the_actor_steps_only_its_own_layers():
+    """Two copies update on the same batch, one with an actor step after its critic step: the encoder and the critic
+    end the same in both, the actor's own layers differ."""
+    torch.manual_seed(0)
+    critic_only = AgentInterSAC(32, 3, 1, device="cpu")
+    buffer = filled_buffer(critic_only)
+    both = copy.deepcopy(critic_only)
+    critic_only.actor_share[1], both.actor_share[1] = -1e9, 1e9  # actor steps owed: none, and one at once
+    encoder = snapshot(critic_only.act.net[:2])
+    for agent in (critic_only, both):
+        torch.manual_seed(1)
+        buffer.add_size = 1
+        agent.update_net(buffer, batch_size=64, repeat_times=1.0)
+    assert changed(critic_only.act.net[:2], encoder)
+    assert not changed(both.cri, snapshot(critic_only.cri))  # the encoder is part of both critics
+    assert changed(both.act.net[2:], snapshot(critic_only.act.net[2:]))
+
+
+def test_a_resumed_agent_keeps_one_encoder_with_the_saved_weights(tmp_path):
+    torch.manual_seed(0)
+    agent = AgentInterSAC(32, 3, 1, device="cpu")
+    buffer = filled_buffer(agent)
+    buffer.add_size = 32
+    agent.update_net(buffer, batch_size=64, repeat_times=1.0)
+    agent.save_or_load_agent(str(tmp_path), if_save=True)
+    resumed = AgentInterSAC(32, 3, 1, device="cpu")
+    resumed.save_or_load_agent(str(tmp_path), if_save=False)
+    assert resumed.cri.encoder[0] is resumed.act.net[0]
+    for mine, theirs in ((resumed.act, agent.act), (resumed.cri, agent.cri), (resumed.cri_target, agent.cri_target)):
+        assert all(torch.equal(p, q) for p, q in zip(mine.parameters(), theirs.parameters(), strict=True))
