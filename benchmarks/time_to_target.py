@@ -58,7 +58,8 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
     "FetchReach-v4": ["AgentDDPG", "AgentTD3", "AgentSAC"],  # goal env: hindsight replay (needs gymnasium-robotics)
     # its reward needs exploration that keeps a direction: the pink random warm-up (random_beta) of the off-policy agents
     "MountainCarContinuous-v0": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC"],
-    "BipedalWalker-v3": ["AgentPPO"],
+    "BipedalWalker-v3": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentA2C", "AgentVPG",
+                         "AgentTRPO", "AgentACKTR", "AgentA3C"],
 }
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
           "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC",
