@@ -53,10 +53,15 @@ def warm_up_correlation(agent, steps=1000) -> float:
 
 
 @pytest.mark.parametrize("agent_class", [AgentDDPG, AgentTD3, AgentSAC])
-def test_random_warm_up_is_uniform_and_pink_by_default_whatever_the_policy_noise(agent_class):
-    """The warm-up's colour is random_beta's (1 by default), not noise_beta's: white policy noise keeps a pink warm-up."""
-    assert 0.6 < warm_up_correlation(agent_class(16, 3, 2, device="cpu", noise_beta=0.0)) < 0.95
+def test_random_warm_up_is_uniform_and_coloured_by_random_beta_whatever_the_policy_noise(agent_class):
+    """The warm-up's colour is random_beta's, not noise_beta's: white policy noise keeps a pink warm-up."""
+    assert 0.6 < warm_up_correlation(agent_class(16, 3, 2, device="cpu", noise_beta=0.0, random_beta=1.0)) < 0.95
     assert abs(warm_up_correlation(agent_class(16, 3, 2, device="cpu", noise_beta=1.0, random_beta=0.0))) < 0.02
+
+
+def test_the_default_warm_up_is_pink_but_td3s_white():
+    ddpg, td3, sac = (warm_up_correlation(agent_class(16, 3, 2, device="cpu")) for agent_class in (AgentDDPG, AgentTD3, AgentSAC))
+    assert ddpg > 0.6 and sac > 0.6 and abs(td3) < 0.02
 
 
 def test_the_policy_noise_after_a_pink_warm_up_is_white():
