@@ -133,10 +133,9 @@ PRETRAINED = sorted(glob.glob(os.path.join(ROOT, "Result", "pretrained", "*")))
 
 def test_a_pretrained_run_for_each_benchmark_task():
     assert [os.path.basename(run) for run in PRETRAINED] == [
-        "AgentACER_Acrobot-v1", "AgentDiscreteACKTR_CartPole-v1", "AgentDiscretePPO_LunarLander-v3",
-        "AgentPPO_BipedalWalker-v3", "AgentPPO_LunarLanderContinuous-v3", "AgentSAC_MountainCarContinuous-v0",
-        "AgentSAC_Pendulum-v1",
-        "AgentTD3_FetchReach-v4"]
+        "AgentACER_Acrobot-v1", "AgentDDPG_MountainCarContinuous-v0", "AgentDiscreteACKTR_CartPole-v1",
+        "AgentDiscretePPO_LunarLander-v3", "AgentPPO_BipedalWalker-v3", "AgentPPO_LunarLanderContinuous-v3",
+        "AgentSAC_Pendulum-v1", "AgentTD3_FetchReach-v4"]
 
 
 @pytest.mark.parametrize("run", PRETRAINED, ids=os.path.basename)
