@@ -283,7 +283,8 @@ class CriticTwinEncoded(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.encoder = nn.Sequential(build_mlp([state_dim, net_dim]), nn.ReLU())  # states -> (batch, net_dim)
+        # states -> (batch, net_dim), initialised and keyed as the first two modules of ActorSAC's net
+        self.encoder = nn.Sequential(layer_init_orthogonal(nn.Linear(state_dim, net_dim)), nn.ReLU())
         self.net = nn.Sequential(build_mlp([net_dim + action_dim, net_dim]), nn.ReLU())
         self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(net_dim, 1), std=0.1) for _ in range(2))
 

@@ -701,7 +701,7 @@ class AgentOffPolicy(AgentBase):
     def standard_noise(self, shape: tuple[int, ...], beta: float) -> torch.Tensor:
         """Standard normal draws for one exploring step, coloured along the steps by beta (ColoredNoise): the
         warm-up's random_beta, the policy's noise_beta. One stream per shape and colour, so a new one begins where
-        either changes (one env, a vector env's copies; the warm-up's end)."""
+        either changes (one env, a vector env's copies; the warm-up's end where the two colours differ)."""
         if self.noise is None or (self.noise.shape, self.noise.beta) != (shape, beta):
             self.noise = ColoredNoise(beta, shape, device=self.device)
         return self.noise.sample()

@@ -3,6 +3,7 @@ import copy
 
 import torch
 
+from AgentNet import ActorSAC, CriticTwinEncoded
 from AgentZoo import AgentInterSAC, ReplayBuffer
 
 
@@ -19,6 +20,12 @@ def snapshot(module: torch.nn.Module) -> list[torch.Tensor]:
 
 def changed(module: torch.nn.Module, before: list[torch.Tensor]) -> bool:
     return any(not torch.equal(p, b) for p, b in zip(module.parameters(), before, strict=True))
+
+
+def test_a_critic_of_its_own_has_an_encoder_shaped_as_the_actors_first_layer():
+    encoder, first_layer = CriticTwinEncoded(32, 3, 1).encoder, ActorSAC(32, 3, 1).net[:2]
+    shapes = lambda net: {name: tensor.shape for name, tensor in net.state_dict().items()}
+    assert shapes(encoder) == shapes(first_layer)
 
 
 def test_the_critic_encodes_states_with_the_actors_first_layer_and_its_target_with_a_copy():
@@ -47,6 +54,7 @@ def test_the_critic_steps_the_encoder_and_the_actor_steps_only_its_own_layers():
     assert changed(critic_only.act.net[:2], encoder)
     assert not changed(both.cri, snapshot(critic_only.cri))  # the encoder is part of both critics
     assert changed(both.act.net[2:], snapshot(critic_only.act.net[2:]))
+    assert all(p.requires_grad for p in both.cri.parameters())  # the actor step's freeze is lifted, encoder too
 
 
 def test_a_resumed_agent_keeps_one_encoder_with_the_saved_weights(tmp_path):
