@@ -1053,7 +1053,8 @@ class AgentDiscreteSAC(AgentSAC):
     # env and one update per step left LunarLander-v3 at -40 after 400 s (History/UPDATE_LOG.md)
     train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
     # a categorical policy samples actions, not noise
-    hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items() if name not in ("noise_beta", "random_beta")}
+    hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items()
+                      if name not in ("noise_beta", "random_beta")}
     # of the uniform policy's entropy log(action_dim); the paper's 0.98 drove alpha to thousands on LunarLander-v3. With
     # the entropy kept out of the target (get_next_q), 0.6 solved 4 of 5 LunarLander-v3 seeds in 300 s, 0.3 two
     # (History/UPDATE_LOG.md)

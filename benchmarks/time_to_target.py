@@ -217,7 +217,8 @@ def main(argv: list[str]):
             results[env, name, loop].append(result)
             with open(HISTORY, "a", newline="") as f:
                 csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
-                                        result["solved"], result["loop"], result["best_return"] or "", ""])
+                                        result["solved"], result["loop"],
+                                        "" if result["best_return"] is None else result["best_return"], ""])
             print(f"{name} {env} seed {seed} {loop}: {result}", flush=True)
     print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {date}\n")
     print_table(results)
