@@ -1406,8 +1406,8 @@ def put_until_stopped(q, item, stop_event) -> bool:
 
 
 # Steps of each env between the explorer's looks for newer weights, within a round too: the learner's weights age
-# less before they act. Each transition keeps the log-prob of the weights that acted, which is what decoupled PPO
-# weights by (History/UPDATE_LOG.md).
+# less before they act. Each transition keeps the log-prob of the weights that acted, which PPO's ratio divides by
+# (History/UPDATE_LOG.md).
 REFRESH_STEPS = 32
 
 

@@ -1153,22 +1153,18 @@ class AgentPPO(AgentBase):
 
     @torch.no_grad()
     def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
-        """The rollout flattened to T * N samples (states, actions, prox_log_probs, advantages, returns): GAE
-        advantages normalised per rollout and importance-weighted, log-probs of the policy before this update."""
+        """The rollout flattened to T * N samples (states, actions, log-probs, advantages, returns): GAE advantages
+        normalised per rollout, and the log-probs of the policy that acted, which the ratio divides by: in the
+        multiprocess loop up to a round older than the learner's. Decoupled PPO's clip around the learner's policy
+        (arXiv:2110.00641) collapsed the action std there on BipedalWalker-v3 (History/UPDATE_LOG.md, 2026-11-25)."""
         values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
         advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
-        prox_log_probs = self.act.get_log_prob_entropy(buffer.states, buffer.actions)[0]  # (T, N), a team's (T, N, n)
         states, actions = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)  # (T * N, ...)
-        prox_log_probs, returns, advantages = prox_log_probs.flatten(0, 1), returns.flatten(), advantages.flatten()
+        log_probs, returns, advantages = buffer.log_probs.flatten(0, 1), returns.flatten(), advantages.flatten()
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # normalised per rollout
-        # Decoupled PPO (Hilton et al. arXiv:2110.00641): the ratio is clipped around the policy this round starts
-        # from (proximal), not the one that acted, which in the multiprocess loop is rounds older; the importance
-        # weight pi_prox / pi_behaviour (1 when they are one policy) multiplies the advantage, capped at 100 for
-        # numerical stability as the authors' code does.
-        weights = (prox_log_probs - buffer.log_probs.flatten(0, 1)).exp().clamp(max=100.0)
-        # a team's log-probs are every agent's, (T * N, num_agents): each agent's weight, and ratio, on the team's advantage
-        advantages = advantages.view(-1, *(1,) * (weights.dim() - 1)) * weights
-        return states, actions, prox_log_probs, advantages, returns
+        # a team's log-probs are every agent's, (T * N, num_agents): each agent's ratio on the team's advantage
+        advantages = advantages.view(-1, *(1,) * (log_probs.dim() - 1)).expand_as(log_probs)
+        return states, actions, log_probs, advantages, returns
 
     def get_obj_critic(self, state: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
         """The critic's regression of V(state) onto the returns."""
@@ -1180,9 +1176,9 @@ class AgentPPO(AgentBase):
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
-        state, action, prox_log_prob, advantage = batch
+        state, action, old_log_prob, advantage = batch
         log_prob, entropy = self.act.get_log_prob_entropy(state, action)
-        ratio = (log_prob - prox_log_prob).exp()  # pi_new(a|s) / pi_prox(a|s), 1 at the round's first minibatch
+        ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s), pi_old the policy that acted
         surrogate = torch.min(ratio * advantage, ratio.clamp(1 - self.ratio_clip, 1 + self.ratio_clip) * advantage)
         return -(surrogate + self.entropy_coef * entropy).mean()
 
@@ -1198,12 +1194,12 @@ class AgentDiscretePPO(AgentPPO):
 
 class AgentA2C(AgentPPO):
     """A2C (Mnih et al. arXiv:1602.01783, synchronous): PPO's loop with one step on a short rollout as a single
-    batch and the plain policy gradient log pi(a|s) * advantage, no ratio and no clipping."""
+    batch and the plain policy gradient (get_obj_actor), no clipping."""
 
     # no batch_size or repeat_times: a second step would follow the plain gradient on data the stepped policy did not act
     train_defaults = {name: value for name, value in AgentPPO.train_defaults.items() if name not in ("batch_size", "repeat_times")
                       } | dict(target_step=256, if_multiprocess=False)  # not measured faster in processes
-    hyper_defaults = {name: value for name, value in AgentPPO.hyper_defaults.items() if name != "ratio_clip"}  # no ratio
+    hyper_defaults = {name: value for name, value in AgentPPO.hyper_defaults.items() if name != "ratio_clip"}  # no clip
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
                    ) -> dict[str, float]:
@@ -1211,9 +1207,12 @@ class AgentA2C(AgentPPO):
         return super().update_net(buffer, buffer.add_size, 1)
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        state, action, _old_log_prob, advantage = batch
+        """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) plus the entropy bonus, negated, pi_old the policy that
+        acted: its gradient is the policy gradient, importance-weighted where the multiprocess explorer acted with
+        older weights (TRPO paper arXiv:1502.05477, eq. 14); TRPO also takes its value away from pi_old."""
+        state, action, old_log_prob, advantage = batch
         log_prob, entropy = self.act.get_log_prob_entropy(state, action)
-        return -(log_prob * advantage + self.entropy_coef * entropy).mean()
+        return -((log_prob - old_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
 
 
 class AgentDiscreteA2C(AgentA2C, AgentDiscretePPO):
@@ -1232,8 +1231,8 @@ class AgentVPG(AgentA2C):
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """The actor's step (update_actor), then repeat_times epochs of the critic's regression."""
-        state, action, prox_log_prob, advantage, ret = self.get_rollout_batch(buffer)
-        obj_actor = self.update_actor((state, action, prox_log_prob, advantage))
+        state, action, old_log_prob, advantage, ret = self.get_rollout_batch(buffer)
+        obj_actor = self.update_actor((state, action, old_log_prob, advantage))
         obj_critic = self.fit_critic((state, ret), batch_size, repeat_times)
         return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
 
@@ -1429,13 +1428,6 @@ class AgentTRPO(AgentVPG):
         line_search(params, full_step, evaluate, self.max_kl)
         with torch.no_grad():
             return self.get_obj_actor(batch).item()
-
-    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) (the paper's eq. 14) plus the entropy bonus, negated.
-        Its gradient at pi = pi_old is A2C's; TRPO also needs its value away from pi_old, for the line search."""
-        state, action, prox_log_prob, advantage = batch
-        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
-        return -((log_prob - prox_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
 
 
 class AgentDiscreteTRPO(AgentTRPO, AgentDiscreteVPG):
@@ -1835,7 +1827,7 @@ class AgentCOMA(MultiAgent, AgentDiscreteVPG):
             returns = buffer.get_advantages(q_taken, next_q, self.gamma, self.lambda_gae)[1]  # TD(lambda) returns
         state, action = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)
         obj_critic = self.fit_critic((state, action, returns.flatten()), batch_size, repeat_times)
-        obj_actor = self.update_actor((state, action, None, self.get_advantage(state, action)))
+        obj_actor = self.update_actor((state, action, buffer.log_probs.flatten(0, 1), self.get_advantage(state, action)))
         return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
 
     def get_obj_critic(self, state: torch.Tensor, action: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:

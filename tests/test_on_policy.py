@@ -94,15 +94,6 @@ def test_ppo_clipped_surrogate_by_hand(advantage, ratio, expected):
     assert math.isclose(obj.item(), expected, rel_tol=1e-5)
 
 
-def test_a2c_objective_is_the_plain_policy_gradient():
-    agent = AgentA2C(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", entropy_coef=0.0)
-    state = torch.randn(4, STATE_DIM)
-    action, log_prob = agent.act.get_action_log_prob(state)
-    advantage = torch.tensor([1.0, -2.0, 0.5, 3.0])
-    obj = agent.get_obj_actor((state, action, log_prob - math.log(5.0), advantage))  # a ratio of 5 changes nothing
-    assert torch.allclose(obj, -(log_prob * advantage).mean())
-
-
 def test_a2c_shares_ppo_code():
     for name in ("explore_env", "init_networks", "select_action"):
         assert name not in vars(AgentA2C) and name not in vars(AgentDiscreteA2C)
@@ -132,36 +123,8 @@ def test_update_net_on_a_rollout():
     assert any(not torch.equal(p, q) for p, q in zip(agent.act.parameters(), before))
 
 
-def record_first_ratios(agent_class, monkeypatch, path=None) -> list:
-    """Patch agent_class so that each update round records max |ratio - 1| of its first minibatch, the ratio being
-    the one get_obj_actor clips (pi / the log-prob the batch carries); to `path` as lines when given (a child process)."""
-    ratios, update_net, get_obj_actor = [], agent_class.update_net, agent_class.get_obj_actor
-
-    def recording_update_net(self, *args, **kwargs):
-        self.if_first_minibatch = True
-        return update_net(self, *args, **kwargs)
-
-    def recording_get_obj_actor(self, batch):
-        if self.if_first_minibatch:
-            state, action, clip_log_prob = batch[:3]
-            deviation = ((self.act.get_log_prob_entropy(state, action)[0] - clip_log_prob).exp() - 1).abs().max().item()
-            ratios.append(deviation)
-            if path is not None:
-                with open(path, "a") as f:
-                    f.write(f"{deviation}\n")
-            self.if_first_minibatch = False
-        return get_obj_actor(self, batch)
-
-    monkeypatch.setattr(agent_class, "update_net", recording_update_net)
-    monkeypatch.setattr(agent_class, "get_obj_actor", recording_get_obj_actor)
-    return ratios
-
-
-@pytest.mark.parametrize("agent_class, env_id", [(AgentPPO, "Pendulum-v1"), (AgentDiscretePPO, "CartPole-v1")])
-def test_ppo_clips_around_the_policy_the_round_starts_from(agent_class, env_id, monkeypatch):
-    """A rollout acted by an older policy (the multiprocess explorer's, rounds behind the learner): the ratio is
-    clipped around the learner's policy at the start of the round, so it is 1 at the first minibatch, and the
-    importance weight pi_prox / pi_behaviour multiplies the advantage (decoupled PPO, arXiv:2110.00641)."""
+def stale_rollout(agent_class, env_id: str):
+    """A learner, and a rollout its explorer acted with older weights (the multiprocess loop's, a round behind)."""
     torch.manual_seed(0)
     env = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     behaviour = agent_class(NET_DIM, env.single_observation_space.shape[0], 1 if env_id == "Pendulum-v1" else 2,
@@ -172,24 +135,53 @@ def test_ppo_clips_around_the_policy_the_round_starts_from(agent_class, env_id, 
             p.copy_(q + 0.3 * torch.randn_like(q))
     buffer = RolloutBuffer()
     buffer.extend(*behaviour.explore_env(env, 64))
-    stale = (learner.act.get_log_prob_entropy(buffer.states, buffer.actions)[0] - buffer.log_probs).exp()
-    assert (stale - 1).abs().max() > 0.2  # against the behaviour, the first ratio would be far outside the clip range
-
-    ratios = record_first_ratios(agent_class, monkeypatch)
-    learner.update_net(buffer, batch_size=64, repeat_times=2)
-    assert len(ratios) == 1 and ratios[0] < 1e-5
+    return learner, buffer
 
 
-def test_multiprocess_ppo_ratio_is_one_at_the_first_minibatch_of_every_round(tmp_path, monkeypatch):
-    """The learner trains on rollouts its explorer acted with weights one or more rounds old."""
-    from AgentRun import Arguments, train_and_evaluate
+@pytest.mark.parametrize("agent_class, env_id", [(AgentPPO, "Pendulum-v1"), (AgentDiscretePPO, "CartPole-v1")])
+def test_ppo_clips_around_the_policy_that_acted(agent_class, env_id):
+    """PPO's trust region is around the policy that acted (the paper's eq. 7, pi_old the sampling policy): a stale
+    sample whose ratio is already past 1 + ratio_clip in its advantage's direction gives no gradient; one inside does."""
+    learner, buffer = stale_rollout(agent_class, env_id)
+    learner.entropy_coef = 0.0  # the bonus has a gradient of its own
+    state, action, old_log_prob, advantage, _ = learner.get_rollout_batch(buffer)
+    assert torch.equal(old_log_prob, buffer.log_probs.flatten())  # the stored log-probs, not recomputed ones
+    with torch.no_grad():
+        ratio = (learner.act.get_log_prob_entropy(state, action)[0] - old_log_prob).exp()
+    outside = ((ratio > 1 + learner.ratio_clip) & (advantage > 0)).nonzero()[0]
+    inside = (ratio - 1).abs().argmin().view(1)
+    assert (ratio[inside] - 1).abs() < learner.ratio_clip
+    for index, if_gradient in ((outside, False), (inside, True)):
+        learner.act.zero_grad()
+        learner.get_obj_actor(tuple(x[index] for x in (state, action, old_log_prob, advantage))).backward()
+        grad = torch.cat([p.grad.flatten() for p in learner.act.parameters() if p.grad is not None])
+        assert bool(grad.abs().max() > 0) == if_gradient
 
-    path = tmp_path / "ratios.txt"
-    record_first_ratios(AgentDiscretePPO, monkeypatch, path)  # fork: the learner process inherits the patch
-    train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(tmp_path / "run"), break_step=20480,
-                                 target_return=1e9, eval_times=1, if_multiprocess=True, start_method="fork"))
-    ratios = [float(line) for line in path.read_text().split()]
-    assert len(ratios) >= 8 and max(ratios) < 1e-5, ratios
+
+@pytest.mark.parametrize("agent_class", [AgentA2C, AgentDiscreteA2C])
+def test_a2c_gradient_is_importance_weighted_on_a_stale_rollout(agent_class):
+    """The policy gradient of samples a policy other than the learner's acted on, weighted by pi / pi_old; on the
+    learner's own samples (the serial loop) the weight is 1 and it is the plain log pi * advantage gradient."""
+    learner, buffer = stale_rollout(agent_class, "CartPole-v1" if agent_class.if_discrete else "Pendulum-v1")
+    state, action, old_log_prob, advantage, _ = learner.get_rollout_batch(buffer)
+    params = list(learner.act.parameters())
+    learner.entropy_coef = 0.0
+
+    def gradients(log_prob_acted):
+        got = torch.autograd.grad(learner.get_obj_actor((state, action, log_prob_acted, advantage)), params)
+        log_prob = learner.act.get_log_prob_entropy(state, action)[0]
+        weight = (log_prob - log_prob_acted).exp().detach()
+        expected = torch.autograd.grad(-(weight * log_prob * advantage).mean(), params)
+        return got, expected, weight
+
+    got, expected, weight = gradients(old_log_prob)
+    assert (weight - 1).abs().max() > 0.2  # the weights matter here
+    assert all(torch.allclose(g, e, atol=1e-6) for g, e in zip(got, expected))
+    with torch.no_grad():
+        own = learner.act.get_log_prob_entropy(state, action)[0]
+    got, expected, weight = gradients(own)
+    assert torch.allclose(weight, torch.ones_like(weight))
+    assert all(torch.allclose(g, e, atol=1e-6) for g, e in zip(got, expected))
 
 
 @pytest.mark.parametrize("agent_class", [AgentA2C, AgentDiscreteA2C])
