@@ -295,8 +295,8 @@ def test_mappo_shares_one_actor_and_weighs_each_agents_ratio_by_the_teams_advant
     buffer = RolloutBuffer()
     rollout = agent.explore_env(AgentRun.build_env("simple_spread_v3", num_envs=2)[0], 8)
     buffer.extend(*rollout)
-    states, actions, prox_log_probs, advantages, returns = agent.get_rollout_batch(buffer)
-    assert prox_log_probs.shape == advantages.shape == (16, 3) and returns.shape == (16,)
+    states, actions, log_probs, advantages, returns = agent.get_rollout_batch(buffer)
+    assert log_probs.shape == advantages.shape == (16, 3) and returns.shape == (16,)
     assert torch.allclose(advantages[:, 0], advantages[:, 2])  # the policy that acted is the current one: weights 1
     # value normalisation: the critic's statistics hold the returns it regresses onto, and it learns them standardised
     assert torch.allclose(agent.cri.value_norm.mean.double(), returns.double().mean(), atol=1e-5)
