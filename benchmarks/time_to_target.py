@@ -54,7 +54,7 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
     "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentVPG", "AgentTRPO",
                     "AgentACKTR"],
     "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO"],
-    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO"],
+    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentTRPO"],
     "FetchReach-v4": ["AgentDDPG", "AgentTD3", "AgentSAC"],  # goal env: hindsight replay (needs gymnasium-robotics)
     # its reward needs exploration that keeps a direction: the pink random warm-up (random_beta) of the off-policy agents
     "MountainCarContinuous-v0": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC"],
