@@ -37,11 +37,23 @@ import torch.distributed as dist
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
-from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer,
-                      SegmentReplayBuffer, load_weights)
+from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer, RefusedError, ReplayBuffer,
+                      RolloutBuffer, SegmentReplayBuffer, load_weights)
 
 
 # ---- arguments ----
+
+
+class MissingRunError(RefusedError, FileNotFoundError):
+    """A run directory, or a file of one, that resume or replay needs and does not find."""
+
+
+class RunExistsError(RefusedError, FileExistsError):
+    """A cwd that holds an earlier run's files, which a new run would mix with."""
+
+
+class RefusedTypeError(RefusedError, TypeError):
+    """An argument of a type the library does not take."""
 
 
 @dataclass
@@ -127,7 +139,7 @@ class Arguments:
             return self.agent
         if self.agent in AGENT_CLASSES:
             return AGENT_CLASSES[self.agent]
-        raise ValueError(f"unknown agent {self.agent!r}; AgentZoo has {', '.join(AGENT_CLASSES)}")
+        raise RefusedError(f"unknown agent {self.agent!r}; AgentZoo has {', '.join(AGENT_CLASSES)}")
 
     def resolve(self, env_info: "EnvInfo"):
         """Fill the fields left at None from the agent and the environment and check every value; writes nothing."""
@@ -135,7 +147,7 @@ class Arguments:
         if agent_class.if_multi_agent != env_info.if_multi_agent:
             suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_multi_agent == env_info.if_multi_agent
                         and cls.if_discrete == env_info.if_discrete]
-            raise ValueError(f"{agent_class.__name__} is a {'multi' if agent_class.if_multi_agent else 'single'}-agent "
+            raise RefusedError(f"{agent_class.__name__} is a {'multi' if agent_class.if_multi_agent else 'single'}-agent "
                              f"agent, but {env_info.env_name} is a "
                              + (f"multi-agent env ({env_info.num_agents} agents)" if env_info.if_multi_agent else
                                 "single-agent env") + f"; use one of {', '.join(suitable)}")
@@ -143,7 +155,7 @@ class Arguments:
             wanted = "Discrete" if env_info.if_discrete else "Box"
             suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_discrete == env_info.if_discrete
                         and cls.if_multi_agent == env_info.if_multi_agent]
-            raise ValueError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
+            raise RefusedError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
                              f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                              f"use one of {', '.join(suitable)}")
         self.agent = agent_class
@@ -154,7 +166,7 @@ class Arguments:
         for name in sorted(AGENT_KNOBS - set(own_settings)):  # set for an agent that would quietly ignore it
             if getattr(self, name) is not None:
                 users = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if name in agent_settings(cls))
-                raise ValueError(f"{name}={getattr(self, name)!r} is not accepted: {agent_class.__name__} has no "
+                raise RefusedError(f"{name}={getattr(self, name)!r} is not accepted: {agent_class.__name__} has no "
                                  f"{name} (only {users} have it); {agent_class.__name__}'s own settings are "
                                  f"{', '.join(sorted(own_settings))}")
         if self.her_k is None and "her_k" in own_settings and not env_info.goal_dim:  # relabelling needs goals
@@ -170,25 +182,25 @@ class Arguments:
             self.cwd = f"./{agent_class.__name__}_{env_info.env_name}_{self.seed}"
         self.check_values()
         if agent_class.if_async and if_serial_asked:
-            raise ValueError(f"if_multiprocess=False is not accepted: {agent_class.__name__} learns in num_workers "
+            raise RefusedError(f"if_multiprocess=False is not accepted: {agent_class.__name__} learns in num_workers "
                              f"processes of its own (train_async); pass if_multiprocess=True, or leave it None")
         if self.num_workers > 1 and if_serial_asked:
-            raise ValueError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the explorers "
+            raise RefusedError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the explorers "
                              f"are processes of a multiprocess run; pass if_multiprocess=True (or leave it None), or "
                              f"num_workers=1")
         self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
         if self.start_method not in (None, *mp.get_all_start_methods()):
-            raise ValueError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
+            raise RefusedError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
         if self.if_tensorboard:
             try:
                 import torch.utils.tensorboard  # noqa: F401  (only to fail here, before anything is written)
             except ImportError:
-                raise ValueError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
+                raise RefusedError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
                                  "without it, recorder.csv and the plot hold the same numbers") from None
         if self.her_k:
             self.check_hindsight(env_info)
         if agent_class.if_off_policy and self.break_step <= self.random_steps:
-            raise ValueError(f"break_step={self.break_step} is not accepted: {agent_class.__name__} explores at random "
+            raise RefusedError(f"break_step={self.break_step} is not accepted: {agent_class.__name__} explores at random "
                              f"for its first random_steps={self.random_steps} steps and learns only after them; "
                              f"pass a break_step above random_steps, or a smaller random_steps")
 
@@ -197,33 +209,33 @@ class Arguments:
         name, world = self.agent.__name__, torchrun_world()[1]
         if not self.agent.if_data_parallel:
             parallel = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if cls.if_data_parallel)
-            raise ValueError(f"{name} is not accepted under torchrun: its steps are not plain gradient steps that the "
+            raise RefusedError(f"{name} is not accepted under torchrun: its steps are not plain gradient steps that the "
                              f"ranks could average (a line search, Fisher factors, or A3C's own workers); use one of "
                              f"{parallel}, or python AgentRun.py")
         if self.if_multiprocess or (self.num_workers or 1) > 1:
-            raise ValueError(f"if_multiprocess={self.if_multiprocess}, num_workers={self.num_workers} is not accepted "
+            raise RefusedError(f"if_multiprocess={self.if_multiprocess}, num_workers={self.num_workers} is not accepted "
                              f"under torchrun: each rank is one learner that explores in its own process; leave "
                              f"if_multiprocess and num_workers at None, or run python AgentRun.py")
         self.if_multiprocess = False
         batch_size = self.batch_size if self.batch_size is not None else self.agent.train_defaults.get("batch_size")
         if batch_size is not None and batch_size % world:
-            raise ValueError(f"batch_size={batch_size} is not accepted with {world} ranks: each rank takes "
+            raise RefusedError(f"batch_size={batch_size} is not accepted with {world} ranks: each rank takes "
                              f"batch_size / world size samples of every batch; pass a multiple of {world}")
         if self.dist_backend not in (None, "gloo", "nccl"):
-            raise ValueError(f"dist_backend={self.dist_backend!r} is not accepted: 'gloo', 'nccl' or None")
+            raise RefusedError(f"dist_backend={self.dist_backend!r} is not accepted: 'gloo', 'nccl' or None")
         if self.dist_backend == "nccl" and not torch.cuda.is_available():
-            raise ValueError("dist_backend='nccl' is not accepted: NCCL needs CUDA, and torch sees no GPU here; "
+            raise RefusedError("dist_backend='nccl' is not accepted: NCCL needs CUDA, and torch sees no GPU here; "
                              "pass dist_backend='gloo' (or None, which picks gloo without CUDA)")
 
     def check_hindsight(self, env_info: "EnvInfo"):
         """HindsightReplayBuffer relabels one-step transitions of a goal env, drawn uniformly."""
         if not env_info.goal_dim:
-            raise ValueError(f"her_k={self.her_k} is not accepted: {env_info.env_name} is not a goal env; hindsight "
+            raise RefusedError(f"her_k={self.her_k} is not accepted: {env_info.env_name} is not a goal env; hindsight "
                              f"relabelling needs Dict observations of observation, achieved_goal and desired_goal and a "
                              f"compute_reward method (gymnasium-robotics' convention); pass her_k=0 for any other env")
         for name, value, accepted in (("n_step", self.n_step, 1), ("if_per", self.if_per, False)):
             if value != accepted:
-                raise ValueError(f"{name}={value!r} is not accepted with her_k={self.her_k}: a relabelled transition "
+                raise RefusedError(f"{name}={value!r} is not accepted with her_k={self.her_k}: a relabelled transition "
                                  f"is a one-step one drawn uniformly (HindsightReplayBuffer); pass {name}={accepted}, "
                                  f"or her_k=0")
 
@@ -233,9 +245,9 @@ class Arguments:
         if_earlier_run = any(os.path.exists(os.path.join(self.cwd, name)) for name in ("recorder.csv", "config.json", "checkpoint"))
         if self.if_resume:
             if not if_earlier_run:
-                raise FileNotFoundError(f"if_resume=True, but cwd {self.cwd!r} holds no run to resume")
+                raise MissingRunError(f"if_resume=True, but cwd {self.cwd!r} holds no run to resume")
         elif if_earlier_run and not self.if_remove:
-            raise FileExistsError(f"cwd {self.cwd!r} holds an earlier run's files; resume it with "
+            raise RunExistsError(f"cwd {self.cwd!r} holds an earlier run's files; resume it with "
                                   f"`python AgentRun.py resume={self.cwd}` (if_resume=True), delete them with "
                                   f"if_remove=True, or choose another cwd")
         elif if_earlier_run:
@@ -273,11 +285,11 @@ class Arguments:
             if value is None:  # still None after the defaults: this agent does not use it (PPO: max_memo)
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
-                raise ValueError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
+                raise RefusedError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
         for field in dataclasses.fields(self):  # the fields annotated int (not float) take integers only
             kinds, value = typing.get_args(field.type) or (field.type,), getattr(self, field.name)
             if int in kinds and float not in kinds and value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ValueError(f"{field.name}={value!r} is not accepted: {field.name} must be an integer")
+                raise RefusedError(f"{field.name}={value!r} is not accepted: {field.name} must be an integer")
 
     def to_dict(self) -> dict:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -309,9 +321,9 @@ def parse_overrides(argv: list[str]) -> dict:
     for item in argv:
         key, sep, text = item.partition("=")
         if not sep:
-            raise ValueError(f"expected key=value, got {item!r}; keys: {', '.join(fields)}")
+            raise RefusedError(f"expected key=value, got {item!r}; keys: {', '.join(fields)}")
         if key not in fields:
-            raise ValueError(f"unknown key {key!r}; Arguments has {', '.join(fields)}")
+            raise RefusedError(f"unknown key {key!r}; Arguments has {', '.join(fields)}")
         types = typing.get_args(fields[key].type) or (fields[key].type,)
         overrides[key] = parse_value(key, text, types)
     return overrides
@@ -325,13 +337,13 @@ def parse_value(key: str, text: str, types: tuple) -> typing.Any:
             return True
         if text in ("False", "false", "0"):
             return False
-        raise ValueError(f"{key}={text!r} is not accepted: {key} takes True or False")
+        raise RefusedError(f"{key}={text!r} is not accepted: {key} takes True or False")
     for kind in (int, float):
         if kind in types:
             try:
                 return kind(text)
             except ValueError:
-                raise ValueError(f"{key}={text!r} is not accepted: {key} takes {'an integer' if kind is int else 'a number'}"
+                raise RefusedError(f"{key}={text!r} is not accepted: {key} takes {'an integer' if kind is int else 'a number'}"
                                  f"{' or None' if type(None) in types else ''}") from None
     return text
 
@@ -395,7 +407,7 @@ def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
             return make_mpe2_env(value, **kwargs)
         return make_robotics_env(value, **kwargs) if value.startswith(ROBOTICS_PREFIXES) else gym.make(value, **kwargs)
     if value["id"] is None:
-        raise ValueError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
+        raise RefusedError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
                          f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
                          f"Python with the instance: AgentRun.resume(cwd, env=<the instance>)")
     return gym.make(gym.envs.registration.EnvSpec.from_json(json.dumps(value)), **kwargs)
@@ -418,7 +430,7 @@ def make_robotics_env(env_id: str, **kwargs) -> gym.Env:
     try:
         import gymnasium_robotics  # noqa: F401
     except ImportError:
-        raise ValueError(f"{env_id} is a gymnasium-robotics env: pip install gymnasium-robotics 'mujoco<3.4' (mujoco "
+        raise RefusedError(f"{env_id} is a gymnasium-robotics env: pip install gymnasium-robotics 'mujoco<3.4' (mujoco "
                          f"3.4 and later fail FetchReach's reset)") from None
     return gym.make(env_id, **kwargs)
 
@@ -437,7 +449,7 @@ class GoalObservation(gym.ObservationWrapper):
         if set(spaces) != set(self.keys) or not all(isinstance(spaces[key], gym.spaces.Box) for key in self.keys) or \
                 spaces["achieved_goal"].shape != spaces["desired_goal"].shape or \
                 not callable(getattr(env.unwrapped, "compute_reward", None)):
-            raise ValueError(f"{env_name_of(env)}: observation space {env.observation_space} is not supported; the "
+            raise RefusedError(f"{env_name_of(env)}: observation space {env.observation_space} is not supported; the "
                              f"agents take flat Box observations, or a goal env's Dict of Box observation, achieved_goal "
                              f"and desired_goal (goals of one shape) with a compute_reward method")
         self.goal_dim = int(np.prod(spaces["desired_goal"].shape))
@@ -495,7 +507,7 @@ class MultiAgentEnv(gym.Env):
 
         obs_spaces = [parallel_env.observation_space(agent) for agent in self.possible_agents]
         if not all(isinstance(space, gym.spaces.Box) for space in obs_spaces):
-            raise ValueError(f"{self.name}: observation spaces {obs_spaces} are not supported; the agents take Box "
+            raise RefusedError(f"{self.name}: observation spaces {obs_spaces} are not supported; the agents take Box "
                              f"observations (flattened)")
         self.obs_sizes = [int(np.prod(space.shape)) for space in obs_spaces]
         self.obs_dim = max(self.obs_sizes)
@@ -503,7 +515,7 @@ class MultiAgentEnv(gym.Env):
 
         spaces = [parallel_env.action_space(agent) for agent in self.possible_agents]
         if any(space != spaces[0] for space in spaces) or not isinstance(spaces[0], (gym.spaces.Discrete, gym.spaces.Box)):
-            raise ValueError(f"{self.name}: the agents' action spaces {dict(zip(self.possible_agents, spaces))} are not "
+            raise RefusedError(f"{self.name}: the agents' action spaces {dict(zip(self.possible_agents, spaces))} are not "
                              f"supported; the multi-agent agents act in one action space shared by every agent, Discrete "
                              f"or flat Box (not mixed Box and Discrete, nor Discrete ones of different sizes); wrap the env "
                              f"so that every agent has the same one")
@@ -522,7 +534,7 @@ class MultiAgentEnv(gym.Env):
 
     def check_agents(self, agents, when: str):
         if list(agents) != self.possible_agents:
-            raise ValueError(f"{self.name}: agents {list(agents)} {when}, not the env's possible_agents "
+            raise RefusedError(f"{self.name}: agents {list(agents)} {when}, not the env's possible_agents "
                              f"{self.possible_agents}; the multi-agent agents need every agent from the first step "
                              f"to the last (agents that leave or join mid-episode are not supported)")
 
@@ -542,7 +554,7 @@ class MultiAgentEnv(gym.Env):
         self.check_agents(observations, "stepped")
         terminated, truncated = (set(ends[agent] for agent in self.possible_agents) for ends in (terminations, truncations))
         if len(terminated) > 1 or len(truncated) > 1:
-            raise ValueError(f"{self.name}: terminations {terminations} and truncations {truncations} differ across "
+            raise RefusedError(f"{self.name}: terminations {terminations} and truncations {truncations} differ across "
                              f"agents: agents that leave mid-episode are not supported")
         terminated, truncated = terminated.pop(), truncated.pop()
         if not (terminated or truncated):
@@ -570,8 +582,8 @@ def make_mpe2_env(env_id: str, **kwargs) -> gym.Env:
         importlib.import_module(f"mpe2.{name}")
     except ModuleNotFoundError as error:
         if error.name == "mpe2":
-            raise ValueError(f"{env_id} is a multi-agent env of mpe2, an optional package: pip install mpe2") from None
-        raise ValueError(f"unknown mpe2 env {env_id!r}; mpe2 has simple_spread_v3, simple_reference_v3, "
+            raise RefusedError(f"{env_id} is a multi-agent env of mpe2, an optional package: pip install mpe2") from None
+        raise RefusedError(f"unknown mpe2 env {env_id!r}; mpe2 has simple_spread_v3, simple_reference_v3, "
                          f"simple_speaker_listener_v4 and others (its modules)") from None
     gym_id = f"mpe2/{name}"
     if gym_id not in gym.registry:
@@ -586,7 +598,7 @@ def as_gymnasium(env):
     if isinstance(env, gym.Env) or not hasattr(env, "possible_agents"):
         return env
     if hasattr(env, "agent_iter"):  # PettingZoo's AEC API: agents act one after another
-        raise ValueError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel API: "
+        raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel API: "
                          f"make it with the env module's parallel_env(), or convert it with "
                          f"pettingzoo.utils.conversions.aec_to_parallel(env)")
     return MultiAgentEnv(parallel_env=env)
@@ -603,13 +615,13 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
         except gym.error.Error as error:
             if env.startswith(ROBOTICS_PREFIXES):
                 return prepare_env(make_robotics_env(env), if_record_ends)
-            raise ValueError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
+            raise RefusedError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
                              f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
                              f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
                              f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
     env = as_gymnasium(env)
     if not isinstance(env, gym.Env):
-        raise TypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel env), got "
+        raise RefusedTypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel env), got "
                         f"{type(env).__name__}")
     env_name, spec = env_name_of(env), env.spec
     goal_dim = 0
@@ -620,7 +632,7 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
     obs_space, action_space = env.observation_space, env.action_space
     num_agents = len(getattr(env.unwrapped, "possible_agents", [None]))  # a MultiAgentEnv's team, side by side
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        raise ValueError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
+        raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
                          f"Box observations of shape (state_dim,), or a goal env's Dict (images, other Dicts, Tuple "
                          f"and Discrete are not)")
     if isinstance(action_space, gym.spaces.MultiDiscrete) and hasattr(env.unwrapped, "possible_agents"):
@@ -632,17 +644,17 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
             env = gym.wrappers.TransformAction(env, lambda action: action + start, gym.spaces.Discrete(action_dim))
     elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
         if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-            raise ValueError(f"{env_name}: action space {action_space} has infinite bounds; they must be finite "
+            raise RefusedError(f"{env_name}: action space {action_space} has infinite bounds; they must be finite "
                              f"so that the agents' [-1, 1] actions can be rescaled to them")
         if_discrete, action_dim = False, action_space.shape[0] // num_agents
         if not (np.all(action_space.low == -1) and np.all(action_space.high == 1)):
             env = gym.wrappers.RescaleAction(env, np.float32(-1), np.float32(1))  # float32: a float64 Box warns
     else:
-        raise ValueError(f"{env_name}: action space {action_space} is not supported; "
+        raise RefusedError(f"{env_name}: action space {action_space} is not supported; "
                          f"the agents take Discrete or flat Box action spaces")
 
     if not has_time_limit(env):
-        raise ValueError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
+        raise RefusedError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
                          f"gymnasium.wrappers.TimeLimit(env, max_episode_steps=N), or register it with max_episode_steps")
     threshold = spec.reward_threshold if spec is not None else None
     if threshold is None:
@@ -936,7 +948,7 @@ def find_checkpoint(cwd: str) -> str:
     path = next((os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.old")
                  if os.path.isdir(os.path.join(cwd, name))), None)
     if path is None:
-        raise FileNotFoundError(f"no checkpoint in {cwd!r} to resume from (cwd/checkpoint is written every save_gap "
+        raise MissingRunError(f"no checkpoint in {cwd!r} to resume from (cwd/checkpoint is written every save_gap "
                                 f"seconds and at every stop)")
     return path
 
@@ -946,7 +958,7 @@ def read_run_state(cwd: str) -> dict:
     path = os.path.join(find_checkpoint(cwd), "run_state.pt")
     run_state = load_weights(path, "cpu")
     if run_state.get("version") != CHECKPOINT_VERSION:
-        raise ValueError(f"{path} was written by another version of AgentRun.py (checkpoint layout "
+        raise RefusedError(f"{path} was written by another version of AgentRun.py (checkpoint layout "
                          f"{run_state.get('version', 1)}, this one reads {CHECKPOINT_VERSION}); resume it with the "
                          f"version that wrote it, or start a new run")
     return run_state
@@ -1049,7 +1061,7 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
             save()
         saved = ("the run is saved as it was before that round" if save is not None else
                  "the run's last checkpoint stands (written every save_gap seconds)")
-        raise ValueError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
+        raise RefusedError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
                          f"action) at step {step + first + 1} (env {first % num_envs}); {saved}, the bad "
                          f"transitions are not in the buffer")
 
@@ -1279,7 +1291,7 @@ def start_method_for(requested: str | None) -> str | None:
     if requested is None:
         return "spawn" if torch.cuda.is_available() or torch.cuda.is_initialized() else None
     if requested == "fork" and torch.cuda.is_initialized():
-        raise ValueError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked child "
+        raise RefusedError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked child "
                          "cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
     return requested
 
@@ -1733,7 +1745,7 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
     config_path, actor_path = os.path.join(cwd, "config.json"), os.path.join(cwd, "actor.pt")
     for path, what in ((config_path, "the run's settings"), (actor_path, "the saved actor")):
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"replay needs {path} ({what}); is {cwd!r} the cwd of a run that has evaluated at least once?")
+            raise MissingRunError(f"replay needs {path} ({what}); is {cwd!r} the cwd of a run that has evaluated at least once?")
     with open(config_path) as f:
         config = json.load(f)
     agent_class = Arguments(agent=config["agent"]).get_agent_class()
@@ -1741,7 +1753,7 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
         envs = [prepare_env(env_from_config(config["env"], render_mode="rgb_array" if i == 0 else None))[0]
                 for i in range(episodes or config["eval_times"])]
     except gym.error.Error as error:
-        raise ValueError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
+        raise RefusedError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
                          f"({error}); replay works for runs of registered environments") from None
     env_info = prepare_env(envs[0])[1]
     hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}  # as trained
@@ -1787,7 +1799,7 @@ def grid_runs(argv: list[str]) -> tuple[dict, list[dict]]:
     spec = dict(item.partition("=")[::2] for item in argv)
     for key in ("cwd", "if_resume", "if_remove"):
         if key in spec:
-            raise ValueError(f"{key}= is not accepted in a grid: each run's cwd is <grid>/<the settings that vary>, "
+            raise RefusedError(f"{key}= is not accepted in a grid: each run's cwd is <grid>/<the settings that vary>, "
                              f"and a grid started again skips finished runs and resumes the others; keys that may vary: "
                              f"{', '.join(sorted(ARGUMENT_NAMES - {'cwd', 'if_resume', 'if_remove'}))}")
     lists = {key: [parse_overrides([f"{key}={text}"])[key] for text in value.split(",")] for key, value in spec.items()}
@@ -1854,7 +1866,7 @@ def run_grid(grid_dir: str, argv: list[str], workers: int | None = None) -> list
         with open(spec_path) as f:
             earlier = json.load(f)
         if earlier != spec:
-            raise ValueError(f"{grid_dir!r} holds another grid ({' '.join(f'{k}={v}' for k, v in earlier.items())}); "
+            raise RefusedError(f"{grid_dir!r} holds another grid ({' '.join(f'{k}={v}' for k, v in earlier.items())}); "
                              f"start that one again to finish it, or choose another grid directory")
     os.makedirs(grid_dir, exist_ok=True)
     with open(spec_path, "w") as f:
@@ -1942,7 +1954,7 @@ def plot_runs(dirs: list[str]) -> str:
                 if rows:
                     runs.append((config, rows))
     if not runs:
-        raise ValueError(f"plot= found no runs under {', '.join(dirs)}: a run is a directory with config.json and a "
+        raise RefusedError(f"plot= found no runs under {', '.join(dirs)}: a run is a directory with config.json and a "
                          f"recorder.csv of at least one evaluation (a cwd of python AgentRun.py, or a grid's directory)")
     groups = group_runs(runs)
     fig = Figure(figsize=(12, 5))
@@ -1979,7 +1991,7 @@ def resume(cwd: str, **overrides) -> dict:
     """Continue the run in cwd from its checkpoint with its config.json, overrides (e.g. max_time) on top."""
     config_path = os.path.join(cwd, "config.json")
     if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"resume needs {config_path}, the settings of the run to continue")
+        raise MissingRunError(f"resume needs {config_path}, the settings of the run to continue")
     with open(config_path) as f:
         config = json.load(f)
     if "env" not in overrides:  # an instance that config.json cannot rebuild can be passed again
@@ -2004,11 +2016,11 @@ def main(argv: list[str]) -> dict | list | str:
     `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (run_grid), or `[key=value ...]` for run__demo()."""
     commands = [item for item in argv if item.startswith(("replay=", "resume=", "plot=", "grid="))]
     if len(commands) > 1:
-        raise ValueError(f"one of replay=, resume=, plot= and grid= at a time, got {' '.join(commands)}")
+        raise RefusedError(f"one of replay=, resume=, plot= and grid= at a time, got {' '.join(commands)}")
     command, _, value = commands[0].partition("=") if commands else ("", "", "")
     rest = [item for item in argv if item not in commands]
     if command in ("replay", "plot") and rest:
-        raise ValueError(f"{command}= takes no other key=value")
+        raise RefusedError(f"{command}= takes no other key=value")
     if command == "replay":
         return replay(value)
     if command == "plot":
@@ -2017,14 +2029,14 @@ def main(argv: list[str]) -> dict | list | str:
         return resume(value, **parse_overrides(rest))
     workers = [item for item in rest if item.startswith("workers=")]
     if workers and command != "grid":
-        raise ValueError("workers= is the number of runs a grid runs at a time: it needs grid=<dir>")
+        raise RefusedError("workers= is the number of runs a grid runs at a time: it needs grid=<dir>")
     if command == "grid":
         count = parse_value("workers", workers[-1].partition("=")[2], (int,)) if workers else None
         if count is not None and count < 1:
-            raise ValueError(f"workers={count} is not accepted: workers must be an integer > 0")
+            raise RefusedError(f"workers={count} is not accepted: workers must be an integer > 0")
         return run_grid(value, [item for item in rest if item not in workers], count)
     if any("," in item for item in rest):
-        raise ValueError(f"a comma list makes a grid of runs: name its directory with grid=<dir> "
+        raise RefusedError(f"a comma list makes a grid of runs: name its directory with grid=<dir> "
                          f"(got {' '.join(item for item in rest if ',' in item)})")
     return run__demo(**parse_overrides(rest))
 
@@ -2032,7 +2044,7 @@ def main(argv: list[str]) -> dict | list | str:
 if __name__ == "__main__":
     try:
         main(sys.argv[1:])
-    except (ValueError, TypeError, OSError, RuntimeError) as error:
+    except RefusedError as error:  # refused input: its message says what is accepted; a bug keeps its traceback
         sys.exit(f"AgentRun.py: {error}")
     if torchrun_world() is not None:
         # A rank that has finished (process group destroyed, outputs written and closed) leaves without the C++ static

@@ -31,6 +31,11 @@ from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, COMACritic, C
 # ---- helpers ----
 
 
+class RefusedError(ValueError):
+    """Input the library refuses (a setting, an env, a file, a run directory), with what it accepts instead:
+    `python AgentRun.py` prints its message alone, and any other error keeps its traceback."""
+
+
 @torch.no_grad()
 def soft_update(target: nn.Module, online: nn.Module, tau: float):
     """target <- tau * online + (1 - tau) * target, parameter by parameter."""
@@ -80,7 +85,7 @@ def load_weights(path: str, device) -> dict | torch.Tensor:
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
-        raise ValueError(f"{path} cannot be loaded: {type(error).__name__}: {error}") from None
+        raise RefusedError(f"{path} cannot be loaded: {type(error).__name__}: {error}") from None
 
 
 def frozen_copy(net: nn.Module) -> nn.Module:
@@ -109,7 +114,7 @@ def check_same_step(agent, env):
     info["final_obs"] (gymnasium's NEXT_STEP default would hand the agent a step across two episodes)."""
     autoreset_mode = env.metadata.get("autoreset_mode")
     if getattr(autoreset_mode, "value", autoreset_mode) != "SameStep":
-        raise ValueError(f"{type(agent).__name__}.explore_env needs a gymnasium vector env with "
+        raise RefusedError(f"{type(agent).__name__}.explore_env needs a gymnasium vector env with "
                          f"autoreset_mode=AutoresetMode.SAME_STEP, got {autoreset_mode}")
 
 
@@ -300,8 +305,17 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return tuple(buf[idx] for buf in self.tensors), weights, idx
 
     def update_priorities(self, idx: torch.Tensor, td_errors: torch.Tensor):
-        """p_i = (|TD error_i| + eps)^alpha for the sampled transitions (td_errors (B,), already absolute)."""
-        priorities = (td_errors.detach().double() + self.eps).pow(self.alpha)
+        """p_i = (|TD error_i| + eps)^alpha for the sampled transitions (td_errors (B,), already absolute). An error
+        at or below 0 gives eps^alpha: a float32 KL divergence (Rainbow's) dips to about -1e-6 where the net fits its
+        target, and a negative base would give a NaN that spreads through the sum tree to every later draw. A NaN or
+        infinite error (a diverged critic) is refused, naming the transitions (one host sync per batch)."""
+        td_errors = td_errors.detach().double()
+        if not torch.isfinite(td_errors).all():
+            bad = torch.nonzero(~torch.isfinite(td_errors)).flatten()
+            raise ValueError(f"non-finite TD errors {td_errors[bad].tolist()} for replay indices {idx[bad].tolist()}: "
+                             f"the critic's loss diverged; priorities take finite errors >= 0 (a smaller "
+                             f"learning_rate or reward_scale usually keeps them finite)")
+        priorities = (td_errors.clamp(min=0) + self.eps).pow(self.alpha)
         self.set_priorities(idx, priorities)
         self.max_priority = torch.maximum(self.max_priority, priorities.max())
 
@@ -408,7 +422,7 @@ class HindsightReplayBuffer(ReplayBuffer):
         for name in ("max_len", "num_envs"):
             if state[name] != getattr(self, name):
                 setting = "max_memo" if name == "max_len" else "num_envs * num_workers"  # a round's env copies
-                raise ValueError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved hindsight replay "
+                raise RefusedError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved hindsight replay "
                                  f"was written with {setting}={state[name]}; resume with that, or if_save_buffer=False")
         super().load_state_dict(state)
         self.total = state["total"]
@@ -521,7 +535,7 @@ class AgentBase:
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
         if unknown:
-            raise ValueError(f"{type(self).__name__} got unknown hyperparameter(s) {unknown}; "
+            raise RefusedError(f"{type(self).__name__} got unknown hyperparameter(s) {unknown}; "
                              f"it accepts {sorted(self.hyper_defaults)}")
         for name, value in {**self.hyper_defaults, **hyperparameters}.items():
             setattr(self, name, value)
@@ -601,7 +615,7 @@ class AgentBase:
                 try:
                     obj.load_state_dict(state_dict)
                 except (RuntimeError, ValueError, KeyError) as error:  # shapes or keys of another network or version
-                    raise ValueError(f"{path} does not fit {type(self).__name__}'s {name} (net_dim {self.net_dim}, "
+                    raise RefusedError(f"{path} does not fit {type(self).__name__}'s {name} (net_dim {self.net_dim}, "
                                      f"state_dim {self.state_dim}, action_dim {self.action_dim}): it was saved by "
                                      f"another agent, network size or library version: {error}") from None
 
@@ -1461,7 +1475,7 @@ class KFAC(torch.optim.Optimizer):
         self.layers = [module for module in net.modules() if type(module) is nn.Linear]
         for name, module in net.named_modules():
             if module is not net and type(module) is not nn.Linear and list(module.parameters(recurse=False)):
-                raise ValueError(f"K-FAC takes networks of nn.Linear layers and parameter-free activations; "
+                raise RefusedError(f"K-FAC takes networks of nn.Linear layers and parameter-free activations; "
                                  f"{type(net).__name__}.{name} is a {type(module).__name__} (ACKTR accepts an actor and "
                                  f"a critic of nn.Linear layers, such as AgentNet's build_mlp)")
         super().__init__(net.parameters(), dict(lr=lr, kl_clip=kl_clip, damping=damping, stat_decay=stat_decay))

@@ -161,6 +161,25 @@ def test_command_line_refuses_unknown_key():
     assert "Traceback" not in result.stderr
 
 
+def test_command_line_keeps_the_traceback_of_a_bug_and_prints_refused_input_alone(tmp_path):
+    """A shape error in an edited agent is a bug: `python AgentRun.py` shows its traceback. Refused input (here a cwd
+    with an earlier run) is one line that says what is accepted."""
+    broken_agent = ("import runpy, sys, torch, AgentZoo\n"
+                    "def update_net(self, buffer, batch_size, repeat_times):\n"
+                    "    return torch.zeros(2, 3) @ torch.zeros(2, 3)\n"
+                    "AgentZoo.AgentDQN.update_net = update_net\n"
+                    "sys.argv = ['AgentRun.py'] + sys.argv[1:]\n"
+                    "runpy.run_path('AgentRun.py', run_name='__main__')\n")
+    cwd = str(tmp_path / "run")
+    command = [sys.executable, "-c", broken_agent, "agent=AgentDQN", "env=CartPole-v1", f"cwd={cwd}", "break_step=512"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "Traceback" in result.stderr and "in update_net" in result.stderr and "cannot be multiplied" in result.stderr
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)  # cwd now holds a run
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"AgentRun.py: cwd {cwd!r} holds an earlier run's files; resume it with")
+
+
 def test_workers_in_the_serial_loop_are_refused(tmp_path):
     args = Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "run"), num_workers=2, if_multiprocess=False)
     with pytest.raises(ValueError, match=r"num_workers=2 is not accepted with if_multiprocess=False: the explorers are "

@@ -1,5 +1,7 @@
 """Rainbow's parts and discrete SAC: the sum tree, n-step returns, the C51 projection and loss, noisy layers, and the
 discrete SAC target, against values computed by hand."""
+import math
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -206,3 +208,18 @@ def test_discrete_sac_soft_value_and_policy_objective_by_hand():
     alpha = agent.log_alpha.item()
     agent.extra_update((state,))  # entropy of (0.25, 0.75), 0.56, is above the target: alpha shrinks
     assert agent.log_alpha.item() < alpha
+
+
+def test_a_negative_td_error_gets_the_smallest_priority_and_a_nan_one_is_refused():
+    """A float32 KL divergence dips just below 0 where the net fits its target: its priority is eps^alpha, and the
+    tree, max_priority and sampling stay finite. A NaN error (a diverged critic) is refused with the indices."""
+    buffer = PrioritizedReplayBuffer(4, 2, 2, if_discrete=True)
+    buffer.extend(*transitions(range(4)))
+    buffer.update_priorities(torch.tensor([1, 2]), torch.tensor([-1.2e-6, 0.5]))
+    assert buffer.sum_tree[0][1].item() == pytest.approx(buffer.eps ** buffer.alpha)
+    assert torch.isfinite(buffer.sum_tree[-1]).all() and torch.isfinite(buffer.max_priority)
+    _, weights, idx = buffer.sample(8)
+    assert torch.isfinite(weights).all() and not (idx == 0).all()
+    with pytest.raises(ValueError, match=r"non-finite TD errors \[nan\] for replay indices \[3\]"):
+        buffer.update_priorities(torch.tensor([2, 3]), torch.tensor([0.5, math.nan]))
+    assert torch.isfinite(buffer.sum_tree[-1]).all()  # refused before anything was written
