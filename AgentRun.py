@@ -148,16 +148,16 @@ class Arguments:
             suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_multi_agent == env_info.if_multi_agent
                         and cls.if_discrete == env_info.if_discrete]
             raise RefusedError(f"{agent_class.__name__} is a {'multi' if agent_class.if_multi_agent else 'single'}-agent "
-                             f"agent, but {env_info.env_name} is a "
-                             + (f"multi-agent env ({env_info.num_agents} agents)" if env_info.if_multi_agent else
+                               f"agent, but {env_info.env_name} is a "
+                               + (f"multi-agent env ({env_info.num_agents} agents)" if env_info.if_multi_agent else
                                 "single-agent env") + f"; use one of {', '.join(suitable)}")
         if agent_class.if_discrete != env_info.if_discrete:
             wanted = "Discrete" if env_info.if_discrete else "Box"
             suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_discrete == env_info.if_discrete
                         and cls.if_multi_agent == env_info.if_multi_agent]
             raise RefusedError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
-                             f"action spaces, but {env_info.env_name} has a {wanted} action space; "
-                             f"use one of {', '.join(suitable)}")
+                               f"action spaces, but {env_info.env_name} has a {wanted} action space; "
+                               f"use one of {', '.join(suitable)}")
         self.agent = agent_class
         if torchrun_world() is not None:
             self.check_data_parallel()
@@ -167,8 +167,8 @@ class Arguments:
             if getattr(self, name) is not None:
                 users = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if name in agent_settings(cls))
                 raise RefusedError(f"{name}={getattr(self, name)!r} is not accepted: {agent_class.__name__} has no "
-                                 f"{name} (only {users} have it); {agent_class.__name__}'s own settings are "
-                                 f"{', '.join(sorted(own_settings))}")
+                                   f"{name} (only {users} have it); {agent_class.__name__}'s own settings are "
+                                   f"{', '.join(sorted(own_settings))}")
         if self.her_k is None and "her_k" in own_settings and not env_info.goal_dim:  # relabelling needs goals
             self.her_k = 0
         if self.if_noisy and self.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
@@ -183,11 +183,11 @@ class Arguments:
         self.check_values()
         if agent_class.if_async and if_serial_asked:
             raise RefusedError(f"if_multiprocess=False is not accepted: {agent_class.__name__} learns in num_workers "
-                             f"processes of its own (train_async); pass if_multiprocess=True, or leave it None")
+                               f"processes of its own (train_async); pass if_multiprocess=True, or leave it None")
         if self.num_workers > 1 and if_serial_asked:
             raise RefusedError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the explorers "
-                             f"are processes of a multiprocess run; pass if_multiprocess=True (or leave it None), or "
-                             f"num_workers=1")
+                               f"are processes of a multiprocess run; pass if_multiprocess=True (or leave it None), or "
+                               f"num_workers=1")
         self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
         if self.start_method not in (None, *mp.get_all_start_methods()):
             raise RefusedError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
@@ -196,13 +196,13 @@ class Arguments:
                 import torch.utils.tensorboard  # noqa: F401  (only to fail here, before anything is written)
             except ImportError:
                 raise RefusedError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
-                                 "without it, recorder.csv and the plot hold the same numbers") from None
+                                   "without it, recorder.csv and the plot hold the same numbers") from None
         if self.her_k:
             self.check_hindsight(env_info)
         if agent_class.if_off_policy and self.break_step <= self.random_steps:
             raise RefusedError(f"break_step={self.break_step} is not accepted: {agent_class.__name__} explores at random "
-                             f"for its first random_steps={self.random_steps} steps and learns only after them; "
-                             f"pass a break_step above random_steps, or a smaller random_steps")
+                               f"for its first random_steps={self.random_steps} steps and learns only after them; "
+                               f"pass a break_step above random_steps, or a smaller random_steps")
 
     def check_data_parallel(self):
         """Under torchrun every rank runs train_distributed's loop: one process, plain gradient steps."""
@@ -210,34 +210,34 @@ class Arguments:
         if not self.agent.if_data_parallel:
             parallel = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if cls.if_data_parallel)
             raise RefusedError(f"{name} is not accepted under torchrun: its steps are not plain gradient steps that the "
-                             f"ranks could average (a line search, Fisher factors, or A3C's own workers); use one of "
-                             f"{parallel}, or python AgentRun.py")
+                               f"ranks could average (a line search, Fisher factors, or A3C's own workers); use one of "
+                               f"{parallel}, or python AgentRun.py")
         if self.if_multiprocess or (self.num_workers or 1) > 1:
             raise RefusedError(f"if_multiprocess={self.if_multiprocess}, num_workers={self.num_workers} is not accepted "
-                             f"under torchrun: each rank is one learner that explores in its own process; leave "
-                             f"if_multiprocess and num_workers at None, or run python AgentRun.py")
+                               f"under torchrun: each rank is one learner that explores in its own process; leave "
+                               f"if_multiprocess and num_workers at None, or run python AgentRun.py")
         self.if_multiprocess = False
         batch_size = self.batch_size if self.batch_size is not None else self.agent.train_defaults.get("batch_size")
         if batch_size is not None and batch_size % world:
             raise RefusedError(f"batch_size={batch_size} is not accepted with {world} ranks: each rank takes "
-                             f"batch_size / world size samples of every batch; pass a multiple of {world}")
+                               f"batch_size / world size samples of every batch; pass a multiple of {world}")
         if self.dist_backend not in (None, "gloo", "nccl"):
             raise RefusedError(f"dist_backend={self.dist_backend!r} is not accepted: 'gloo', 'nccl' or None")
         if self.dist_backend == "nccl" and not torch.cuda.is_available():
             raise RefusedError("dist_backend='nccl' is not accepted: NCCL needs CUDA, and torch sees no GPU here; "
-                             "pass dist_backend='gloo' (or None, which picks gloo without CUDA)")
+                               "pass dist_backend='gloo' (or None, which picks gloo without CUDA)")
 
     def check_hindsight(self, env_info: "EnvInfo"):
         """HindsightReplayBuffer relabels one-step transitions of a goal env, drawn uniformly."""
         if not env_info.goal_dim:
             raise RefusedError(f"her_k={self.her_k} is not accepted: {env_info.env_name} is not a goal env; hindsight "
-                             f"relabelling needs Dict observations of observation, achieved_goal and desired_goal and a "
-                             f"compute_reward method (gymnasium-robotics' convention); pass her_k=0 for any other env")
+                               f"relabelling needs Dict observations of observation, achieved_goal and desired_goal and a "
+                               f"compute_reward method (gymnasium-robotics' convention); pass her_k=0 for any other env")
         for name, value, accepted in (("n_step", self.n_step, 1), ("if_per", self.if_per, False)):
             if value != accepted:
                 raise RefusedError(f"{name}={value!r} is not accepted with her_k={self.her_k}: a relabelled transition "
-                                 f"is a one-step one drawn uniformly (HindsightReplayBuffer); pass {name}={accepted}, "
-                                 f"or her_k=0")
+                                   f"is a one-step one drawn uniformly (HindsightReplayBuffer); pass {name}={accepted}, "
+                                   f"or her_k=0")
 
     def prepare_cwd(self):
         """Refuse to mix with an earlier run's files (if_resume continues it, if_remove deletes it), then write
@@ -248,8 +248,8 @@ class Arguments:
                 raise MissingRunError(f"if_resume=True, but cwd {self.cwd!r} holds no run to resume")
         elif if_earlier_run and not self.if_remove:
             raise RunExistsError(f"cwd {self.cwd!r} holds an earlier run's files; resume it with "
-                                  f"`python AgentRun.py resume={self.cwd}` (if_resume=True), delete them with "
-                                  f"if_remove=True, or choose another cwd")
+                                 f"`python AgentRun.py resume={self.cwd}` (if_resume=True), delete them with "
+                                 f"if_remove=True, or choose another cwd")
         elif if_earlier_run:
             shutil.rmtree(self.cwd)
         os.makedirs(self.cwd, exist_ok=True)
@@ -344,7 +344,7 @@ def parse_value(key: str, text: str, types: tuple) -> typing.Any:
                 return kind(text)
             except ValueError:
                 raise RefusedError(f"{key}={text!r} is not accepted: {key} takes {'an integer' if kind is int else 'a number'}"
-                                 f"{' or None' if type(None) in types else ''}") from None
+                                   f"{' or None' if type(None) in types else ''}") from None
     return text
 
 
@@ -408,8 +408,8 @@ def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
         return make_robotics_env(value, **kwargs) if value.startswith(ROBOTICS_PREFIXES) else gym.make(value, **kwargs)
     if value["id"] is None:
         raise RefusedError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
-                         f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
-                         f"Python with the instance: AgentRun.resume(cwd, env=<the instance>)")
+                           f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
+                           f"Python with the instance: AgentRun.resume(cwd, env=<the instance>)")
     return gym.make(gym.envs.registration.EnvSpec.from_json(json.dumps(value)), **kwargs)
 
 
@@ -431,7 +431,7 @@ def make_robotics_env(env_id: str, **kwargs) -> gym.Env:
         import gymnasium_robotics  # noqa: F401
     except ImportError:
         raise RefusedError(f"{env_id} is a gymnasium-robotics env: pip install gymnasium-robotics 'mujoco<3.4' (mujoco "
-                         f"3.4 and later fail FetchReach's reset)") from None
+                           f"3.4 and later fail FetchReach's reset)") from None
     return gym.make(env_id, **kwargs)
 
 
@@ -450,8 +450,8 @@ class GoalObservation(gym.ObservationWrapper):
                 spaces["achieved_goal"].shape != spaces["desired_goal"].shape or \
                 not callable(getattr(env.unwrapped, "compute_reward", None)):
             raise RefusedError(f"{env_name_of(env)}: observation space {env.observation_space} is not supported; the "
-                             f"agents take flat Box observations, or a goal env's Dict of Box observation, achieved_goal "
-                             f"and desired_goal (goals of one shape) with a compute_reward method")
+                               f"agents take flat Box observations, or a goal env's Dict of Box observation, achieved_goal "
+                               f"and desired_goal (goals of one shape) with a compute_reward method")
         self.goal_dim = int(np.prod(spaces["desired_goal"].shape))
         size = sum(int(np.prod(spaces[key].shape)) for key in self.keys)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
@@ -488,7 +488,8 @@ class MultiAgentEnv(gym.Env):
     - observation: every agent's, zero-padded to the longest and joined in possible_agents' order, (num_agents * obs_dim,);
     - action: every agent's, MultiDiscrete (num_agents,) or Box (num_agents * action_dim,): one action space for all;
     - reward: the team's, the sum of the agents' rewards (the agents here learn cooperative tasks);
-    - terminated, truncated: every agent's, which must agree: agents that leave or join mid-episode are refused.
+    - terminated, truncated: the team ends its episode when every agent ends its own, at one step (agents that
+      leave or join mid-episode are refused): terminated if every agent terminated, else truncated.
     The env's max_cycles (PettingZoo's episode length) is its time limit. Made by gym.make for "mpe2/<name>" ids
     (make_mpe2_env registers them), or around an instance: MultiAgentEnv(parallel_env=...)."""
 
@@ -508,7 +509,7 @@ class MultiAgentEnv(gym.Env):
         obs_spaces = [parallel_env.observation_space(agent) for agent in self.possible_agents]
         if not all(isinstance(space, gym.spaces.Box) for space in obs_spaces):
             raise RefusedError(f"{self.name}: observation spaces {obs_spaces} are not supported; the agents take Box "
-                             f"observations (flattened)")
+                               f"observations (flattened)")
         self.obs_sizes = [int(np.prod(space.shape)) for space in obs_spaces]
         self.obs_dim = max(self.obs_sizes)
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (len(self.possible_agents) * self.obs_dim,), np.float32)
@@ -516,9 +517,9 @@ class MultiAgentEnv(gym.Env):
         spaces = [parallel_env.action_space(agent) for agent in self.possible_agents]
         if any(space != spaces[0] for space in spaces) or not isinstance(spaces[0], (gym.spaces.Discrete, gym.spaces.Box)):
             raise RefusedError(f"{self.name}: the agents' action spaces {dict(zip(self.possible_agents, spaces))} are not "
-                             f"supported; the multi-agent agents act in one action space shared by every agent, Discrete "
-                             f"or flat Box (not mixed Box and Discrete, nor Discrete ones of different sizes); wrap the env "
-                             f"so that every agent has the same one")
+                               f"supported; the multi-agent agents act in one action space shared by every agent, Discrete "
+                               f"or flat Box (not mixed Box and Discrete, nor Discrete ones of different sizes); wrap the env "
+                               f"so that every agent has the same one")
         self.agent_space = spaces[0]
         if isinstance(self.agent_space, gym.spaces.Discrete):
             self.action_space = gym.spaces.MultiDiscrete([self.agent_space.n] * len(spaces))  # actions from 0
@@ -533,10 +534,10 @@ class MultiAgentEnv(gym.Env):
         return joint.ravel()
 
     def check_agents(self, agents, when: str):
-        if list(agents) != self.possible_agents:
+        if set(agents) != set(self.possible_agents):  # a set: the env's dicts may list them in any order
             raise RefusedError(f"{self.name}: agents {list(agents)} {when}, not the env's possible_agents "
-                             f"{self.possible_agents}; the multi-agent agents need every agent from the first step "
-                             f"to the last (agents that leave or join mid-episode are not supported)")
+                               f"{self.possible_agents}; the multi-agent agents need every agent from the first step "
+                               f"to the last (agents that leave or join mid-episode are not supported)")
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
@@ -552,11 +553,13 @@ class MultiAgentEnv(gym.Env):
             actions = dict(zip(self.possible_agents, rows))
         observations, rewards, terminations, truncations, _ = self.env.step(actions)
         self.check_agents(observations, "stepped")
-        terminated, truncated = (set(ends[agent] for agent in self.possible_agents) for ends in (terminations, truncations))
-        if len(terminated) > 1 or len(truncated) > 1:
-            raise RefusedError(f"{self.name}: terminations {terminations} and truncations {truncations} differ across "
-                             f"agents: agents that leave mid-episode are not supported")
-        terminated, truncated = terminated.pop(), truncated.pop()
+        done = {terminations[agent] or truncations[agent] for agent in self.possible_agents}
+        if len(done) > 1:
+            raise RefusedError(f"{self.name}: terminations {terminations} and truncations {truncations}: some agents "
+                               f"ended the episode and others go on; agents that leave mid-episode are not supported")
+        # all end together: the team's episode truly ends only if every agent's did; else a time limit cut it
+        terminated = all(terminations[agent] for agent in self.possible_agents)
+        truncated = done.pop() and not terminated
         if not (terminated or truncated):
             self.check_agents(self.env.agents, "go on")
         return self.joint_observation(observations), float(sum(rewards.values())), terminated, truncated, {}
@@ -584,7 +587,7 @@ def make_mpe2_env(env_id: str, **kwargs) -> gym.Env:
         if error.name == "mpe2":
             raise RefusedError(f"{env_id} is a multi-agent env of mpe2, an optional package: pip install mpe2") from None
         raise RefusedError(f"unknown mpe2 env {env_id!r}; mpe2 has simple_spread_v3, simple_reference_v3, "
-                         f"simple_speaker_listener_v4 and others (its modules)") from None
+                           f"simple_speaker_listener_v4 and others (its modules)") from None
     gym_id = f"mpe2/{name}"
     if gym_id not in gym.registry:
         # by the library's module name: gymnasium imports it when it remakes the env from a spec
@@ -599,8 +602,8 @@ def as_gymnasium(env):
         return env
     if hasattr(env, "agent_iter"):  # PettingZoo's AEC API: agents act one after another
         raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel API: "
-                         f"make it with the env module's parallel_env(), or convert it with "
-                         f"pettingzoo.utils.conversions.aec_to_parallel(env)")
+                           f"make it with the env module's parallel_env(), or convert it with "
+                           f"pettingzoo.utils.conversions.aec_to_parallel(env)")
     return MultiAgentEnv(parallel_env=env)
 
 
@@ -616,13 +619,13 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
             if env.startswith(ROBOTICS_PREFIXES):
                 return prepare_env(make_robotics_env(env), if_record_ends)
             raise RefusedError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
-                             f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
-                             f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
-                             f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
+                               f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
+                               f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
+                               f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
     env = as_gymnasium(env)
     if not isinstance(env, gym.Env):
         raise RefusedTypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel env), got "
-                        f"{type(env).__name__}")
+                               f"{type(env).__name__}")
     env_name, spec = env_name_of(env), env.spec
     goal_dim = 0
     if isinstance(env.observation_space, gym.spaces.Dict):
@@ -633,8 +636,8 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
     num_agents = len(getattr(env.unwrapped, "possible_agents", [None]))  # a MultiAgentEnv's team, side by side
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
-                         f"Box observations of shape (state_dim,), or a goal env's Dict (images, other Dicts, Tuple "
-                         f"and Discrete are not)")
+                           f"Box observations of shape (state_dim,), or a goal env's Dict (images, other Dicts, Tuple "
+                           f"and Discrete are not)")
     if isinstance(action_space, gym.spaces.MultiDiscrete) and hasattr(env.unwrapped, "possible_agents"):
         if_discrete, action_dim = True, int(action_space.nvec[0])  # each agent's actions 0..n-1 (MultiAgentEnv)
     elif isinstance(action_space, gym.spaces.Discrete):
@@ -645,17 +648,17 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
     elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
         if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
             raise RefusedError(f"{env_name}: action space {action_space} has infinite bounds; they must be finite "
-                             f"so that the agents' [-1, 1] actions can be rescaled to them")
+                               f"so that the agents' [-1, 1] actions can be rescaled to them")
         if_discrete, action_dim = False, action_space.shape[0] // num_agents
         if not (np.all(action_space.low == -1) and np.all(action_space.high == 1)):
             env = gym.wrappers.RescaleAction(env, np.float32(-1), np.float32(1))  # float32: a float64 Box warns
     else:
         raise RefusedError(f"{env_name}: action space {action_space} is not supported; "
-                         f"the agents take Discrete or flat Box action spaces")
+                           f"the agents take Discrete or flat Box action spaces")
 
     if not has_time_limit(env):
         raise RefusedError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
-                         f"gymnasium.wrappers.TimeLimit(env, max_episode_steps=N), or register it with max_episode_steps")
+                           f"gymnasium.wrappers.TimeLimit(env, max_episode_steps=N), or register it with max_episode_steps")
     threshold = spec.reward_threshold if spec is not None else None
     if threshold is None:
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
@@ -949,7 +952,7 @@ def find_checkpoint(cwd: str) -> str:
                  if os.path.isdir(os.path.join(cwd, name))), None)
     if path is None:
         raise MissingRunError(f"no checkpoint in {cwd!r} to resume from (cwd/checkpoint is written every save_gap "
-                                f"seconds and at every stop)")
+                              f"seconds and at every stop)")
     return path
 
 
@@ -959,8 +962,8 @@ def read_run_state(cwd: str) -> dict:
     run_state = load_weights(path, "cpu")
     if run_state.get("version") != CHECKPOINT_VERSION:
         raise RefusedError(f"{path} was written by another version of AgentRun.py (checkpoint layout "
-                         f"{run_state.get('version', 1)}, this one reads {CHECKPOINT_VERSION}); resume it with the "
-                         f"version that wrote it, or start a new run")
+                           f"{run_state.get('version', 1)}, this one reads {CHECKPOINT_VERSION}); resume it with the "
+                           f"version that wrote it, or start a new run")
     return run_state
 
 
@@ -1062,8 +1065,8 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
         saved = ("the run is saved as it was before that round" if save is not None else
                  "the run's last checkpoint stands (written every save_gap seconds)")
         raise RefusedError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
-                         f"action) at step {step + first + 1} (env {first % num_envs}); {saved}, the bad "
-                         f"transitions are not in the buffer")
+                           f"action) at step {step + first + 1} (env {first % num_envs}); {saved}, the bad "
+                           f"transitions are not in the buffer")
 
 
 def limit_reason(args: Arguments, step: int, seconds: float) -> str | None:
@@ -1292,7 +1295,7 @@ def start_method_for(requested: str | None) -> str | None:
         return "spawn" if torch.cuda.is_available() or torch.cuda.is_initialized() else None
     if requested == "fork" and torch.cuda.is_initialized():
         raise RefusedError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked child "
-                         "cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
+                           "cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
     return requested
 
 
@@ -1754,7 +1757,7 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
                 for i in range(episodes or config["eval_times"])]
     except gym.error.Error as error:
         raise RefusedError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
-                         f"({error}); replay works for runs of registered environments") from None
+                           f"({error}); replay works for runs of registered environments") from None
     env_info = prepare_env(envs[0])[1]
     hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}  # as trained
     agent = new_agent(agent_class, config["net_dim"], env_info, None, hyperparameters)
@@ -1800,8 +1803,8 @@ def grid_runs(argv: list[str]) -> tuple[dict, list[dict]]:
     for key in ("cwd", "if_resume", "if_remove"):
         if key in spec:
             raise RefusedError(f"{key}= is not accepted in a grid: each run's cwd is <grid>/<the settings that vary>, "
-                             f"and a grid started again skips finished runs and resumes the others; keys that may vary: "
-                             f"{', '.join(sorted(ARGUMENT_NAMES - {'cwd', 'if_resume', 'if_remove'}))}")
+                               f"and a grid started again skips finished runs and resumes the others; keys that may vary: "
+                               f"{', '.join(sorted(ARGUMENT_NAMES - {'cwd', 'if_resume', 'if_remove'}))}")
     lists = {key: [parse_overrides([f"{key}={text}"])[key] for text in value.split(",")] for key, value in spec.items()}
     runs = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
     return spec, runs
@@ -1867,7 +1870,7 @@ def run_grid(grid_dir: str, argv: list[str], workers: int | None = None) -> list
             earlier = json.load(f)
         if earlier != spec:
             raise RefusedError(f"{grid_dir!r} holds another grid ({' '.join(f'{k}={v}' for k, v in earlier.items())}); "
-                             f"start that one again to finish it, or choose another grid directory")
+                               f"start that one again to finish it, or choose another grid directory")
     os.makedirs(grid_dir, exist_ok=True)
     with open(spec_path, "w") as f:
         json.dump(spec, f, indent=2)
@@ -1955,7 +1958,7 @@ def plot_runs(dirs: list[str]) -> str:
                     runs.append((config, rows))
     if not runs:
         raise RefusedError(f"plot= found no runs under {', '.join(dirs)}: a run is a directory with config.json and a "
-                         f"recorder.csv of at least one evaluation (a cwd of python AgentRun.py, or a grid's directory)")
+                           f"recorder.csv of at least one evaluation (a cwd of python AgentRun.py, or a grid's directory)")
     groups = group_runs(runs)
     fig = Figure(figsize=(12, 5))
     axes = fig.subplots(1, 2, sharey=True)
@@ -2037,7 +2040,7 @@ def main(argv: list[str]) -> dict | list | str:
         return run_grid(value, [item for item in rest if item not in workers], count)
     if any("," in item for item in rest):
         raise RefusedError(f"a comma list makes a grid of runs: name its directory with grid=<dir> "
-                         f"(got {' '.join(item for item in rest if ',' in item)})")
+                           f"(got {' '.join(item for item in rest if ',' in item)})")
     return run__demo(**parse_overrides(rest))
 
 

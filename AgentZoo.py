@@ -115,7 +115,7 @@ def check_same_step(agent, env):
     autoreset_mode = env.metadata.get("autoreset_mode")
     if getattr(autoreset_mode, "value", autoreset_mode) != "SameStep":
         raise RefusedError(f"{type(agent).__name__}.explore_env needs a gymnasium vector env with "
-                         f"autoreset_mode=AutoresetMode.SAME_STEP, got {autoreset_mode}")
+                           f"autoreset_mode=AutoresetMode.SAME_STEP, got {autoreset_mode}")
 
 
 def final_observations(next_state: np.ndarray, info: dict) -> np.ndarray:
@@ -423,7 +423,7 @@ class HindsightReplayBuffer(ReplayBuffer):
             if state[name] != getattr(self, name):
                 setting = "max_memo" if name == "max_len" else "num_envs * num_workers"  # a round's env copies
                 raise RefusedError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved hindsight replay "
-                                 f"was written with {setting}={state[name]}; resume with that, or if_save_buffer=False")
+                                   f"was written with {setting}={state[name]}; resume with that, or if_save_buffer=False")
         super().load_state_dict(state)
         self.total = state["total"]
         self.open_start = torch.full((self.num_envs,), self.total, device=self.device) + torch.arange(
@@ -536,7 +536,7 @@ class AgentBase:
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
         if unknown:
             raise RefusedError(f"{type(self).__name__} got unknown hyperparameter(s) {unknown}; "
-                             f"it accepts {sorted(self.hyper_defaults)}")
+                               f"it accepts {sorted(self.hyper_defaults)}")
         for name, value in {**self.hyper_defaults, **hyperparameters}.items():
             setattr(self, name, value)
         self.net_dim, self.state_dim, self.action_dim = net_dim, state_dim, action_dim
@@ -616,8 +616,8 @@ class AgentBase:
                     obj.load_state_dict(state_dict)
                 except (RuntimeError, ValueError, KeyError) as error:  # shapes or keys of another network or version
                     raise RefusedError(f"{path} does not fit {type(self).__name__}'s {name} (net_dim {self.net_dim}, "
-                                     f"state_dim {self.state_dim}, action_dim {self.action_dim}): it was saved by "
-                                     f"another agent, network size or library version: {error}") from None
+                                       f"state_dim {self.state_dim}, action_dim {self.action_dim}): it was saved by "
+                                       f"another agent, network size or library version: {error}") from None
 
     def extra_save_names(self) -> tuple[str, ...]:
         return ()
@@ -1476,8 +1476,8 @@ class KFAC(torch.optim.Optimizer):
         for name, module in net.named_modules():
             if module is not net and type(module) is not nn.Linear and list(module.parameters(recurse=False)):
                 raise RefusedError(f"K-FAC takes networks of nn.Linear layers and parameter-free activations; "
-                                 f"{type(net).__name__}.{name} is a {type(module).__name__} (ACKTR accepts an actor and "
-                                 f"a critic of nn.Linear layers, such as AgentNet's build_mlp)")
+                                   f"{type(net).__name__}.{name} is a {type(module).__name__} (ACKTR accepts an actor and "
+                                   f"a critic of nn.Linear layers, such as AgentNet's build_mlp)")
         super().__init__(net.parameters(), dict(lr=lr, kl_clip=kl_clip, damping=damping, stat_decay=stat_decay))
 
     def record_layer(self, layer: nn.Linear, inputs: tuple[torch.Tensor], output: torch.Tensor):

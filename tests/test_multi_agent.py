@@ -169,6 +169,37 @@ def test_an_agent_that_leaves_mid_episode_is_refused():
         env.step(np.array([0, 0]))
 
 
+class EndsMixed(MatrixGame):
+    """The one-step game in which every agent ends at the same step, agent_0 terminated and agent_1 cut by a time
+    limit, its dicts listing the agents in the reverse of possible_agents' order."""
+
+    def __init__(self, terminations):
+        super().__init__(CLIMBING_GAME)
+        self.terminations = terminations
+
+    def reset(self, seed=None, options=None):
+        observations, infos = super().reset(seed=seed, options=options)
+        return dict(reversed(observations.items())), infos
+
+    def step(self, actions):
+        observations, rewards, _, _, infos = super().step(actions)
+        agents = list(reversed(observations))
+        return ({agent: observations[agent] for agent in agents}, {agent: rewards[agent] for agent in agents},
+                {agent: self.terminations[agent] for agent in agents},
+                {agent: not self.terminations[agent] for agent in agents}, infos)
+
+
+@pytest.mark.parametrize("terminations, ends", [
+    ({"agent_0": True, "agent_1": False}, (False, True)),  # some terminated, some truncated: the team was cut
+    ({"agent_0": True, "agent_1": True}, (True, False)),  # every agent terminated: the team terminated
+    ({"agent_0": False, "agent_1": False}, (False, True)),
+])
+def test_agents_that_all_end_at_one_step_end_the_teams_episode_in_any_dict_order(terminations, ends):
+    env = prepare_env(EndsMixed(terminations))[0]
+    env.reset(seed=0)
+    assert env.step(np.array([0, 0]))[2:4] == ends
+
+
 def test_team_agents_and_single_agents_are_refused_on_each_others_envs(tmp_path):
     with pytest.raises(ValueError, match="AgentQMIX is a multi-agent agent, but CartPole-v1 is a single-agent env"):
         train_and_evaluate(Arguments(agent="AgentQMIX", env="CartPole-v1", cwd=str(tmp_path)))
