@@ -358,9 +358,13 @@ class ActorDiscretePPO(nn.Module):
         """The most likely action, (batch,)."""
         return self.net(self.state_norm(state)).argmax(dim=-1)
 
+    def get_logits(self, state: torch.Tensor) -> torch.Tensor:
+        """The unnormalised log-probabilities of every action, (batch, action_dim)."""
+        return self.net(self.state_norm(state))
+
     def get_log_probs(self, state: torch.Tensor) -> torch.Tensor:
         """log pi(a|s) of every action, (batch, action_dim)."""
-        return self.net(self.state_norm(state)).log_softmax(dim=-1)
+        return self.get_logits(state).log_softmax(dim=-1)
 
     def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A sampled action (batch,) and its log-prob (batch,)."""
@@ -568,8 +572,8 @@ class TeamActorDiscretePPO(ActorDiscretePPO):
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.get_log_probs(state).argmax(dim=-1)
 
-    def get_log_probs(self, state: torch.Tensor) -> torch.Tensor:
-        return super().get_log_probs(with_agent_ids(state, self.num_agents))
+    def get_logits(self, state: torch.Tensor) -> torch.Tensor:
+        return super().get_logits(with_agent_ids(state, self.num_agents))
 
 
 class ValueNorm(StateNorm):

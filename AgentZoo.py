@@ -1639,7 +1639,7 @@ class AgentACER(AgentDiscretePPO):
         """One step of the critic and of the actor on a rollout's segments; returns both objectives (2,)."""
         state, action, mu_log_probs, reward, not_terminated, not_done, next_state = rollout
         action = action.unsqueeze(-1)  # (T, N, 1)
-        logits = self.act.net(state)  # (T, N, action_dim): the statistics the trust region acts on
+        logits = self.act.get_logits(state)  # (T, N, action_dim): the statistics the trust region acts on
         log_pi = logits.log_softmax(dim=-1)
         q = self.cri(state)  # (T, N, action_dim)
         with torch.no_grad():

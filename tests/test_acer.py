@@ -69,3 +69,26 @@ def test_acer_reaches_target(tmp_path):
                      target_return=475, eval_gap=0)
     result = train_and_evaluate(args)
     assert result["if_solved"], result
+
+
+def test_acer_learns_on_the_standardised_states_it_acts_on():
+    """With if_state_norm, a learning step on raw states equals the same step of an agent without state norm on states
+    standardised by hand: every forward of learn_rollout (the actor's logits included) standardises as acting does."""
+    torch.manual_seed(0)
+    normed = AgentACER(16, 3, 2, device="cpu", if_state_norm=True)
+    normed.update_state_norm(torch.randn(500, 3) * 3.0 + 2.0)
+    norm = normed.act.state_norm
+    plain = AgentACER(16, 3, 2, device="cpu")
+    for name in ("act", "act_target", "cri"):
+        getattr(plain, name).load_state_dict(getattr(normed, name).state_dict(), strict=False)  # not the statistics
+    state, next_state = torch.randn(4, 2, 3) * 3.0 + 2.0, torch.randn(4, 2, 3) * 3.0 + 2.0  # (T, N, state_dim)
+    with torch.no_grad():
+        mu_log_probs = normed.act.get_log_probs(state)  # the acting policy's
+    action = torch.distributions.Categorical(logits=mu_log_probs).sample()
+    reward, ones = torch.randn(4, 2), torch.ones(4, 2)
+    objectives = normed.learn_rollout((state, action, mu_log_probs, reward, ones, ones, next_state))
+    expected = plain.learn_rollout((norm(state), action, mu_log_probs, reward, ones, ones, norm(next_state)))
+    torch.testing.assert_close(objectives, expected)
+    for name in ("act", "cri"):
+        for p_normed, p_plain in zip(getattr(normed, name).net.parameters(), getattr(plain, name).net.parameters()):
+            torch.testing.assert_close(p_normed, p_plain)
