@@ -1149,13 +1149,14 @@ def train_serial(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluato
             trajectory = explore(agent, env, horizon, args, step)
             check_finite(trajectory, step, args.num_envs, save)
             buffer.extend(*trajectory)
-            agent.update_state_norm(trajectory[0])
             step += horizon * args.num_envs
             learns = ready_to_learn(args, step, buffer)
             if learns:
                 stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
             else:
                 buffer.add_size = 0  # transitions from before learning starts are not paid for with updates
+            # after the update: it learns on the inputs the rollout's log-probs were computed from
+            agent.update_state_norm(trajectory[0])
             stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
             if learns and (evaluator.if_due() or stop_reason is not None):  # the last round is evaluated too
                 new_episodes, episodes_seen = episode_count(env) - episodes_seen, episode_count(env)
@@ -1423,8 +1424,8 @@ def put_until_stopped(q, item, stop_event) -> bool:
 
 
 # Steps of each env between the explorer's looks for newer weights, within a round too: the learner's weights age
-# less before they act. Each transition keeps the log-prob of the weights that acted, which PPO's ratio divides by
-# (History/UPDATE_LOG.md).
+# less before they act. Each transition keeps the log-prob of the weights that acted, from which the learner weighs
+# its advantage (AgentZoo.AgentPPO.get_proximal; History/UPDATE_LOG.md).
 REFRESH_STEPS = 32
 
 
@@ -1507,14 +1508,15 @@ def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
         returns = [value for item in items for value in item[1]]
         check_finite(trajectory, step, args.num_envs * args.num_workers, save)
         buffer.extend(*trajectory)  # both buffers move it to the learner's device
-        agent.update_state_norm(trajectory[0])  # the explorers take the statistics with the next weights
         step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else trajectory[0].shape[1])
         episodes, return_sum = episodes + len(returns), return_sum + sum(returns)
-        stats, weights = {}, None
-        if not ready_to_learn(args, step, buffer):
-            buffer.add_size = 0  # as in the serial loop
-        else:
+        stats, weights, learns = {}, None, ready_to_learn(args, step, buffer)
+        if learns:
             stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
+        else:
+            buffer.add_size = 0  # as in the serial loop
+        agent.update_state_norm(trajectory[0])  # as in the serial loop; the explorers take it with the next weights
+        if learns:
             weights = cpu_state_dict(agent.act)
             for weights_queue in channels.weights:
                 put_newest(weights_queue, weights)
@@ -1700,7 +1702,6 @@ def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int)
                 trajectory = explore(agent, env, horizon, args, step)
                 check_finite(trajectory, step, args.num_envs, save if rank == 0 else None)
                 buffer.extend(*trajectory)
-                agent.update_state_norm(trajectory[0])  # every rank's states, merged in one all_reduce
                 step += horizon * args.num_envs * world
                 # [ranks not ready to learn, episodes ended this round, ranks interrupted], summed over the ranks: all
                 # learn, or none
@@ -1714,6 +1715,7 @@ def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int)
                     stats = agent.update_net(buffer, batch_size, repeat_times)
                 else:
                     buffer.add_size = 0
+                agent.update_state_norm(trajectory[0])  # as in the serial loop: every rank's states, one all_reduce
                 if rank == 0:
                     stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
                     if learns and (evaluator.if_due() or stop_reason is not None):

@@ -4,8 +4,9 @@ Every agent shares one interface (DESIGN.md):
     agent = AgentSAC(net_dim, state_dim, action_dim, device=None, **hyperparameters)
     action = agent.select_action(state, deterministic=False)  # np.ndarray in, np.ndarray out
     trajectory = agent.explore_env(env, horizon)               # tensors for buffer.extend
-    agent.update_state_norm(trajectory[0])                     # with if_state_norm: the explored states' statistics
     stats = agent.update_net(buffer, batch_size, repeat_times) # dict of floats
+    agent.update_state_norm(trajectory[0])                     # with if_state_norm: the explored states' statistics,
+                                                               # after the update that learns on the ones it acted on
     agent.save_or_load_agent(cwd, if_save)
 
 Continuous actions are in [-1, 1]; the environment rescales them (gymnasium.wrappers.RescaleAction).
@@ -1121,6 +1122,10 @@ class AgentPPO(AgentBase):
                           if_state_norm=False)  # standardised states (AgentNet.StateNorm)
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
+    # the importance weight pi_prox / pi_behaviour of a sample acted by older weights is truncated here, as V-trace
+    # truncates its rho (Espeholt et al. arXiv:1802.01561, rho_bar = 1): an uncapped one collapsed the action std on
+    # BipedalWalker-v3 (History/UPDATE_LOG.md, 2026-11-25)
+    importance_cap = 1.0
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.act.convert_action_for_env(self.act.get_action_log_prob(state)[0])
@@ -1152,34 +1157,57 @@ class AgentPPO(AgentBase):
         return self.act.get_action_log_prob(state)
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
-        """repeat_times epochs over the rollout in minibatches of batch_size; critic then actor each step."""
+        """repeat_times epochs over the rollout in minibatches of batch_size; critic then actor each step. With a
+        clipped ratio, also the share of samples outside the clip range at the round's first minibatch
+        (clip_fraction_start, 0 whatever the weights that acted: the ratio starts at 1) and over all of them."""
         rollout = self.get_rollout_batch(buffer)
-        sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
-        update_times = 0
+        sum_obj_critic = sum_obj_actor = sum_clipped = torch.zeros((), device=self.device)
+        first_clipped, update_times = None, 0
         for state, action, log_prob, advantage, ret in minibatches(rollout, batch_size, repeat_times):
             obj_critic = self.get_obj_critic(state, ret)
             optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
+            if "ratio_clip" in self.hyper_defaults:
+                sum_clipped = sum_clipped + self.get_clip_fraction(state, action, log_prob)
+                first_clipped = sum_clipped.clone() if first_clipped is None else first_clipped
             obj_actor = self.get_obj_actor((state, action, log_prob, advantage))
             optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
             sum_obj_critic, sum_obj_actor = sum_obj_critic + obj_critic.detach(), sum_obj_actor + obj_actor.detach()
             update_times += 1
-        return {"obj_critic": sum_obj_critic.item() / update_times,
-                "obj_actor": sum_obj_actor.item() / update_times} | self.extra_stats()
+        stats = {"obj_critic": sum_obj_critic.item() / update_times, "obj_actor": sum_obj_actor.item() / update_times}
+        if first_clipped is not None:
+            stats |= {"clip_fraction_start": first_clipped.item(), "clip_fraction": sum_clipped.item() / update_times}
+        return stats | self.extra_stats()
+
+    @torch.no_grad()
+    def get_clip_fraction(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor) -> torch.Tensor:
+        """The share of samples whose ratio pi / pi_old lies outside [1 - ratio_clip, 1 + ratio_clip], ()."""
+        ratio = (self.act.get_log_prob_entropy(state, action)[0] - old_log_prob).exp()
+        return ((ratio - 1).abs() > self.ratio_clip).float().mean()
 
     @torch.no_grad()
     def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
         """The rollout flattened to T * N samples (states, actions, log-probs, advantages, returns): GAE advantages
-        normalised per rollout, and the log-probs of the policy that acted, which the ratio divides by: in the
-        multiprocess loop up to a round older than the learner's. Decoupled PPO's clip around the learner's policy
-        (arXiv:2110.00641) collapsed the action std there on BipedalWalker-v3 (History/UPDATE_LOG.md, 2026-11-25)."""
+        normalised per rollout and importance-weighted, and the log-probs that the ratio divides by (get_proximal)."""
         values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
         advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
         states, actions = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)  # (T * N, ...)
-        log_probs, returns, advantages = buffer.log_probs.flatten(0, 1), returns.flatten(), advantages.flatten()
+        log_probs, weights = self.get_proximal(states, actions, buffer.log_probs.flatten(0, 1))
+        returns, advantages = returns.flatten(), advantages.flatten()
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # normalised per rollout
         # a team's log-probs are every agent's, (T * N, num_agents): each agent's ratio on the team's advantage
         advantages = advantages.view(-1, *(1,) * (log_probs.dim() - 1)).expand_as(log_probs)
-        return states, actions, log_probs, advantages, returns
+        return states, actions, log_probs, advantages * weights, returns
+
+    @torch.no_grad()
+    def get_proximal(self, states: torch.Tensor, actions: torch.Tensor, behaviour_log_probs: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Decoupled PPO (Hilton et al. arXiv:2110.00641): the ratio divides by the learner's own policy at the
+        round's start (proximal), so that every round starts at ratio 1 and the clip bounds the step from there, and
+        each sample's advantage is weighted by pi_prox / pi_behaviour, truncated at importance_cap, for the weights that
+        acted: the same in the serial loop, up to a round older in the multiprocess one. Returns the proximal
+        log-probs and the weights, (T * N,) each, or a team's (T * N, num_agents)."""
+        log_probs = self.act.get_log_prob_entropy(states, actions)[0]
+        return log_probs, (log_probs - behaviour_log_probs).exp().clamp(max=self.importance_cap)
 
     def get_obj_critic(self, state: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
         """The critic's regression of V(state) onto the returns."""
@@ -1193,7 +1221,7 @@ class AgentPPO(AgentBase):
         """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
         state, action, old_log_prob, advantage = batch
         log_prob, entropy = self.act.get_log_prob_entropy(state, action)
-        ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s), pi_old the policy that acted
+        ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s), pi_old the round's start (get_proximal)
         surrogate = torch.min(ratio * advantage, ratio.clamp(1 - self.ratio_clip, 1 + self.ratio_clip) * advantage)
         return -(surrogate + self.entropy_coef * entropy).mean()
 
@@ -1222,9 +1250,10 @@ class AgentA2C(AgentPPO):
         return super().update_net(buffer, buffer.add_size, 1)
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) plus the entropy bonus, negated, pi_old the policy that
-        acted: its gradient is the policy gradient, importance-weighted where the multiprocess explorer acted with
-        older weights (TRPO paper arXiv:1502.05477, eq. 14); TRPO also takes its value away from pi_old."""
+        """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) plus the entropy bonus, negated, pi_old the policy at
+        the round's start (get_proximal; the advantage carries the weight for the weights that acted): at pi = pi_old
+        its gradient is the policy gradient (TRPO paper arXiv:1502.05477, eq. 14); TRPO also takes its value away from
+        pi_old."""
         state, action, old_log_prob, advantage = batch
         log_prob, entropy = self.act.get_log_prob_entropy(state, action)
         return -((log_prob - old_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
@@ -1842,7 +1871,8 @@ class AgentCOMA(MultiAgent, AgentDiscreteVPG):
             returns = buffer.get_advantages(q_taken, next_q, self.gamma, self.lambda_gae)[1]  # TD(lambda) returns
         state, action = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)
         obj_critic = self.fit_critic((state, action, returns.flatten()), batch_size, repeat_times)
-        obj_actor = self.update_actor((state, action, buffer.log_probs.flatten(0, 1), self.get_advantage(state, action)))
+        log_prob, weight = self.get_proximal(state, action, buffer.log_probs.flatten(0, 1))
+        obj_actor = self.update_actor((state, action, log_prob, self.get_advantage(state, action) * weight))
         return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
 
     def get_obj_critic(self, state: torch.Tensor, action: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:

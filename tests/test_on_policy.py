@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from AgentNet import ActorDiscretePPO, ActorPPO, CriticValue
-from AgentZoo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO, RolloutBuffer
+from AgentZoo import AgentA2C, AgentDiscreteA2C, AgentDiscretePPO, AgentPPO, RolloutBuffer, optimizer_step
 from envs import make_counter_vector_env
 
 STATE_DIM, ACTION_DIM, NET_DIM = 3, 2, 16
@@ -94,6 +94,68 @@ def test_ppo_clipped_surrogate_by_hand(advantage, ratio, expected):
     assert math.isclose(obj.item(), expected, rel_tol=1e-5)
 
 
+def entropy_by_hand(agent, state: torch.Tensor) -> torch.Tensor:
+    """The policy's entropy, (batch,): a Gaussian's sum over dimensions of log std + log(2 pi e) / 2, whatever the
+    state; a categorical's -sum_a pi(a) log pi(a) of the softmax of the actor's output layer."""
+    if not agent.if_discrete:
+        return (agent.act.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum().expand(state.shape[0])
+    probs = agent.act.net(state).softmax(dim=-1)
+    return -(probs * probs.log()).sum(dim=-1)
+
+
+@pytest.mark.parametrize("agent_class", [AgentPPO, AgentDiscretePPO, AgentA2C, AgentDiscreteA2C])
+def test_the_entropy_bonus_is_added_to_what_the_actor_maximises(agent_class):
+    """At ratio 1 (the policy that acted) the objective is -(advantage + entropy_coef * entropy).mean(); with zero
+    advantages a step on it makes the policy more random."""
+    torch.manual_seed(0)
+    agent = agent_class(NET_DIM, STATE_DIM, 4 if agent_class.if_discrete else ACTION_DIM, device="cpu", entropy_coef=0.5)
+    with torch.no_grad():
+        agent.act.net[-1].weight.mul_(300.0)  # a peaked policy (a categorical one starts almost uniform)
+    state = torch.randn(8, STATE_DIM)
+    with torch.no_grad():
+        action, log_prob = agent.act.get_action_log_prob(state)
+    advantage = torch.randn(8)
+    entropy = entropy_by_hand(agent, state)
+    obj = agent.get_obj_actor((state, action, log_prob, advantage))
+    assert torch.allclose(obj, -(advantage.mean() + 0.5 * entropy.mean()), atol=1e-5)
+
+    optimizer_step(agent.act_optimizer, agent.get_obj_actor((state, action, log_prob, torch.zeros(8))))
+    assert (entropy_by_hand(agent, state) - entropy).mean() > 1e-4
+
+
+def test_optimizer_step_applies_the_gradient_clipped_to_clip_grad_norm():
+    """SGD with learning rate 1 moves each parameter by minus its gradient, as clipped: a gradient of 1e6 on each of 4
+    parameters (norm 2e6) is scaled to norm 0.5, 0.25 each."""
+    net = torch.nn.Linear(3, 1)
+    before = [param.detach().clone() for param in net.parameters()]
+    optimizer_step(torch.optim.SGD(net.parameters(), lr=1.0), 1e6 * sum(param.sum() for param in net.parameters()),
+                   clip_grad_norm=0.5)
+    for param, old in zip(net.parameters(), before):
+        torch.testing.assert_close(old - param.detach(), torch.full_like(old, 0.25))
+
+
+def test_ppo_steps_with_gradients_clipped_to_max_grad_norm():
+    """Every step of PPO's critic and actor takes gradients of norm at most max_grad_norm; returns in the thousands
+    (reward_scale) give the critic gradients far beyond it, and most of the actor's exceed it too (norms 0.4 to 2 on
+    this seed): those arrive at the optimizer at exactly that norm."""
+    torch.manual_seed(0)
+    agent = AgentPPO(NET_DIM, 3, 1, device="cpu", reward_scale=1000.0)
+    norms = {"critic": [], "actor": []}
+    for name, optimizer in (("critic", agent.cri_optimizer), ("actor", agent.act_optimizer)):
+        params = [param for group in optimizer.param_groups for param in group["params"]]
+        optimizer.register_step_pre_hook(lambda opt, args, kwargs, name=name, params=params: norms[name].append(
+            torch.cat([param.grad.flatten() for param in params if param.grad is not None]).norm().item()))
+    env = gym.vector.SyncVectorEnv([lambda: gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1), np.float32(1))] * 2,
+                                   autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    buffer = RolloutBuffer()
+    buffer.extend(*agent.explore_env(env, 64))
+    agent.update_net(buffer, batch_size=32, repeat_times=2)
+    assert len(norms["critic"]) == len(norms["actor"]) == 8  # 2 epochs x 4 minibatches
+    assert all(math.isclose(norm, agent.max_grad_norm, rel_tol=1e-3) for norm in norms["critic"]), norms["critic"]
+    assert all(norm <= agent.max_grad_norm * (1 + 1e-4) for norm in norms["actor"]), norms["actor"]
+    assert sum(math.isclose(norm, agent.max_grad_norm, rel_tol=1e-3) for norm in norms["actor"]) >= 4  # clipped ones
+
+
 def test_a2c_shares_ppo_code():
     for name in ("explore_env", "init_networks", "select_action"):
         assert name not in vars(AgentA2C) and name not in vars(AgentDiscreteA2C)
@@ -118,7 +180,7 @@ def test_update_net_on_a_rollout():
     assert buffer.add_size == 64
     before = [p.clone() for p in agent.act.parameters()]
     stats = agent.update_net(buffer, batch_size=16, repeat_times=2)
-    assert set(stats) == {"obj_critic", "obj_actor", "action_std"}
+    assert set(stats) == {"obj_critic", "obj_actor", "clip_fraction_start", "clip_fraction", "action_std"}
     assert agent.act_optimizer.state_dict()["state"][0]["step"] == 8  # 2 epochs x 4 minibatches
     assert any(not torch.equal(p, q) for p, q in zip(agent.act.parameters(), before))
 
@@ -138,50 +200,137 @@ def stale_rollout(agent_class, env_id: str):
     return learner, buffer
 
 
-@pytest.mark.parametrize("agent_class, env_id", [(AgentPPO, "Pendulum-v1"), (AgentDiscretePPO, "CartPole-v1")])
-def test_ppo_clips_around_the_policy_that_acted(agent_class, env_id):
-    """PPO's trust region is around the policy that acted (the paper's eq. 7, pi_old the sampling policy): a stale
-    sample whose ratio is already past 1 + ratio_clip in its advantage's direction gives no gradient; one inside does."""
-    learner, buffer = stale_rollout(agent_class, env_id)
-    learner.entropy_coef = 0.0  # the bonus has a gradient of its own
-    state, action, old_log_prob, advantage, _ = learner.get_rollout_batch(buffer)
-    assert torch.equal(old_log_prob, buffer.log_probs.flatten())  # the stored log-probs, not recomputed ones
+def normalised_advantages(learner, buffer) -> torch.Tensor:
+    """The rollout's GAE advantages by the learner's critic, normalised, (T * N,): what get_rollout_batch weighs."""
     with torch.no_grad():
-        ratio = (learner.act.get_log_prob_entropy(state, action)[0] - old_log_prob).exp()
-    outside = ((ratio > 1 + learner.ratio_clip) & (advantage > 0)).nonzero()[0]
-    inside = (ratio - 1).abs().argmin().view(1)
-    assert (ratio[inside] - 1).abs() < learner.ratio_clip
-    for index, if_gradient in ((outside, False), (inside, True)):
+        values, next_values = learner.cri(buffer.states), learner.cri(buffer.next_states)
+        advantages = buffer.get_advantages(values, next_values, learner.gamma, learner.lambda_gae)[0].flatten()
+    return (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+
+@pytest.mark.parametrize("agent_class, env_id", [(AgentPPO, "Pendulum-v1"), (AgentDiscretePPO, "CartPole-v1")])
+def test_ppo_clips_around_the_policy_the_round_starts_from(agent_class, env_id):
+    """A rollout acted by an older policy (the multiprocess explorer's, a round behind the learner): the ratio is
+    clipped around the learner's policy at the start of the round, so it is 1 at the first minibatch, and the
+    importance weight pi_prox / pi_behaviour, truncated at 1, multiplies the advantage (decoupled PPO,
+    arXiv:2110.00641). A sample past the clip in its advantage's direction then gives no gradient; one past it the
+    other way does."""
+    learner, buffer = stale_rollout(agent_class, env_id)
+    state, action, old_log_prob, advantage, _ = learner.get_rollout_batch(buffer)
+    with torch.no_grad():
+        own = learner.act.get_log_prob_entropy(state, action)[0]
+    stale = (own - buffer.log_probs.flatten()).exp()
+    assert (stale - 1).abs().max() > 0.2  # against the behaviour, the first ratio would be far outside the clip range
+    torch.testing.assert_close(old_log_prob, own)  # ratio 1 at the round's start
+    assert (stale > 1).any() and (stale < 1).any()
+    torch.testing.assert_close(advantage, normalised_advantages(learner, buffer) * stale.clamp(max=1.0))
+
+    learner.entropy_coef = 0.0  # the bonus has a gradient of its own
+    moved = old_log_prob - 0.5  # as if a step had made every action e^0.5 times likelier: ratio 1.65, past the clip
+    # the gain of a good action is clipped, no gradient; the loss of a bad one is not (the pessimistic bound)
+    good, bad = (advantage > 0).nonzero()[0], (advantage < 0).nonzero()[0]
+    for index, if_gradient in ((good, False), (bad, True)):
         learner.act.zero_grad()
-        learner.get_obj_actor(tuple(x[index] for x in (state, action, old_log_prob, advantage))).backward()
+        learner.get_obj_actor(tuple(x[index] for x in (state, action, moved, advantage))).backward()
         grad = torch.cat([p.grad.flatten() for p in learner.act.parameters() if p.grad is not None])
         assert bool(grad.abs().max() > 0) == if_gradient
+
+    stats = learner.update_net(buffer, batch_size=64, repeat_times=4)
+    assert stats["clip_fraction_start"] == 0.0 and 0.0 <= stats["clip_fraction"] < 1.0
 
 
 @pytest.mark.parametrize("agent_class", [AgentA2C, AgentDiscreteA2C])
 def test_a2c_gradient_is_importance_weighted_on_a_stale_rollout(agent_class):
-    """The policy gradient of samples a policy other than the learner's acted on, weighted by pi / pi_old; on the
-    learner's own samples (the serial loop) the weight is 1 and it is the plain log pi * advantage gradient."""
+    """The policy gradient of samples a policy other than the learner's acted on, weighted by min(1, pi / pi_old); on
+    the learner's own samples (the serial loop) the weight is 1 and it is the plain log pi * advantage gradient."""
     learner, buffer = stale_rollout(agent_class, "CartPole-v1" if agent_class.if_discrete else "Pendulum-v1")
-    state, action, old_log_prob, advantage, _ = learner.get_rollout_batch(buffer)
     params = list(learner.act.parameters())
     learner.entropy_coef = 0.0
 
-    def gradients(log_prob_acted):
-        got = torch.autograd.grad(learner.get_obj_actor((state, action, log_prob_acted, advantage)), params)
+    def gradients(behaviour_log_prob):
+        buffer.log_probs = behaviour_log_prob.view_as(buffer.log_probs)
+        state, action, old_log_prob, advantage, _ = learner.get_rollout_batch(buffer)
+        got = torch.autograd.grad(learner.get_obj_actor((state, action, old_log_prob, advantage)), params)
         log_prob = learner.act.get_log_prob_entropy(state, action)[0]
-        weight = (log_prob - log_prob_acted).exp().detach()
-        expected = torch.autograd.grad(-(weight * log_prob * advantage).mean(), params)
+        weight = (log_prob - behaviour_log_prob).exp().clamp(max=1.0).detach()
+        normalised = normalised_advantages(learner, buffer)
+        expected = torch.autograd.grad(-(weight * log_prob * normalised).mean(), params)
         return got, expected, weight
 
-    got, expected, weight = gradients(old_log_prob)
+    got, expected, weight = gradients(buffer.log_probs.flatten())
     assert (weight - 1).abs().max() > 0.2  # the weights matter here
     assert all(torch.allclose(g, e, atol=1e-6) for g, e in zip(got, expected))
     with torch.no_grad():
-        own = learner.act.get_log_prob_entropy(state, action)[0]
+        own = learner.act.get_log_prob_entropy(buffer.states, buffer.actions)[0].flatten()
     got, expected, weight = gradients(own)
     assert torch.allclose(weight, torch.ones_like(weight))
     assert all(torch.allclose(g, e, atol=1e-6) for g, e in zip(got, expected))
+
+
+def record_first_ratios(agent_class, monkeypatch, path) -> None:
+    """Patch agent_class so that each update round writes to `path` (a line each; the learner may be a child process)
+    max |ratio - 1| of the rollout's samples before its first step, the ratio being pi / the log-prob the batch
+    carries, and max |pi / pi_behaviour - 1|: how stale the data is that the round learns from."""
+    get_rollout_batch = agent_class.get_rollout_batch
+
+    def recording_get_rollout_batch(self, buffer):
+        batch = get_rollout_batch(self, buffer)
+        state, action, old_log_prob = batch[:3]
+        with torch.no_grad():
+            log_prob = self.act.get_log_prob_entropy(state, action)[0]
+        behaviour = buffer.log_probs.flatten(0, 1)
+        with open(path, "a") as f:
+            f.write(f"{((log_prob - old_log_prob).exp() - 1).abs().max().item()} "
+                    f"{((log_prob - behaviour).exp() - 1).abs().max().item()}\n")
+        return batch
+
+    monkeypatch.setattr(agent_class, "get_rollout_batch", recording_get_rollout_batch)
+
+
+def read_ratios(path) -> list[tuple[float, float]]:
+    return [tuple(map(float, line.split())) for line in path.read_text().splitlines()]
+
+
+def test_serial_ppo_with_state_norm_learns_on_the_inputs_its_log_probs_came_from(tmp_path, monkeypatch):
+    """The statistics move after the update, not between the rollout and it: the stored log-probs are the learner's
+    own at the round's start (pi / pi_behaviour = 1), so no weight and no ratio is off by the statistics' move."""
+    from AgentRun import Arguments, train_and_evaluate
+
+    path = tmp_path / "ratios.txt"
+    record_first_ratios(AgentPPO, monkeypatch, path)
+    train_and_evaluate(Arguments(agent="AgentPPO", env="Pendulum-v1", cwd=str(tmp_path / "run"), break_step=8192,
+                                 target_return=1e9, eval_times=1, eval_gap=0, if_multiprocess=False, if_state_norm=True))
+    ratios = read_ratios(path)
+    assert len(ratios) == 4 and max(max(pair) for pair in ratios) < 1e-4, ratios
+
+
+def test_multiprocess_ppo_ratio_is_one_at_the_first_minibatch_of_every_round(tmp_path, monkeypatch):
+    """The learner trains on rollouts its explorer acted with weights one or more rounds old, whose log-probs are those
+    of the weights that acted; every round still starts at ratio 1, and recorder.csv says so (clip_fraction_start)."""
+    from AgentRun import Arguments, read_recorder, train_and_evaluate
+
+    path, acted = tmp_path / "ratios.txt", tmp_path / "acted.txt"
+    record_first_ratios(AgentDiscretePPO, monkeypatch, path)  # fork: the children inherit the patches
+    explore_env = AgentDiscretePPO.explore_env
+
+    def checked_explore_env(self, env, horizon):  # the explorer's: its log-probs against the weights it acts with
+        trajectory = explore_env(self, env, horizon)
+        with torch.no_grad():
+            log_prob = self.act.get_log_prob_entropy(trajectory[0], trajectory[1])[0]
+        with open(acted, "a") as f:
+            f.write(f"{(log_prob - trajectory[2]).abs().max().item()}\n")
+        return trajectory
+
+    monkeypatch.setattr(AgentDiscretePPO, "explore_env", checked_explore_env)
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=cwd, break_step=20480,
+                                 target_return=1e9, eval_times=1, eval_gap=0, if_multiprocess=True, start_method="fork"))
+    ratios = read_ratios(path)
+    assert len(ratios) >= 8 and max(first for first, _ in ratios) < 1e-5, ratios
+    assert max(float(line) for line in acted.read_text().split()) < 1e-5  # the log-probs of the weights that acted
+    rows = read_recorder(cwd)
+    assert rows and all(row["clip_fraction_start"] == 0.0 for row in rows)
+    assert all(0.0 <= row["clip_fraction"] < 1.0 for row in rows)
 
 
 @pytest.mark.parametrize("agent_class", [AgentA2C, AgentDiscreteA2C])
