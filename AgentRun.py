@@ -398,8 +398,11 @@ def env_to_config(env: str | gym.Env) -> str | dict:
 
 
 def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
-    """The env config.json recorded (env_to_config): the id, or the instance remade from its spec (kwargs, e.g.
-    render_mode, on top)."""
+    """The env config.json recorded (env_to_config): the id, or the instance remade (kwargs, e.g. render_mode, on top).
+    config.json is data, as actor.pt is (loaded weights_only): a run directory someone shared must not name code for
+    resume or replay to import and call. So an instance is remade from its id as registered in this process (mpe2 and
+    gymnasium-robotics ids register on first use), taking only its kwargs and time limit from the file; a file whose
+    entry point or wrappers differ from the registry's is refused."""
     if isinstance(value, str):
         if not kwargs:
             return value
@@ -410,7 +413,31 @@ def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
         raise RefusedError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
                            f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
                            f"Python with the instance: AgentRun.resume(cwd, env=<the instance>)")
-    return gym.make(gym.envs.registration.EnvSpec.from_json(json.dumps(value)), **kwargs)
+    env_id = value["id"]
+    registered = json.loads(registered_spec(env_id).to_json())
+    recorded = {"entry_point": value.get("entry_point"), "additional_wrappers": value.get("additional_wrappers") or []}
+    differ = [f"{name} {recorded[name]!r} (registered: {registered.get(name) or []!r})" for name in recorded
+              if recorded[name] != (registered.get(name) or [])]
+    if differ:
+        raise RefusedError(f"config.json records env {env_id!r} with {' and '.join(differ)}: resume and replay rebuild an "
+                           f"env from this process's registry only, so that a run directory cannot name code to run; "
+                           f"if you trust that code, register the env with it (gymnasium.register({env_id!r}, "
+                           f"entry_point=..., additional_wrappers=...)) and resume from Python, or pass the instance: "
+                           f"AgentRun.resume(cwd, env=<the instance>)")
+    return gym.make(env_id, max_episode_steps=value.get("max_episode_steps"), **(value.get("kwargs") or {}) | kwargs)
+
+
+def registered_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """The spec this process's gymnasium registry holds for env_id, after registering mpe2's and gymnasium-robotics'
+    ids (on first use, as training does)."""
+    if is_mpe2_id(env_id):
+        register_mpe2_env(env_id)
+    elif env_id.startswith(ROBOTICS_PREFIXES):
+        import_robotics(env_id)
+    if env_id not in gym.registry:
+        raise RefusedError(f"config.json records env id {env_id!r}, which is not registered in this process; register it "
+                           f"(gymnasium.register) before resume or replay, as the run that trained did")
+    return gym.spec(env_id)
 
 
 def make_twin_env(env: str | gym.Env) -> str | gym.Env:
@@ -425,6 +452,12 @@ ROBOTICS_PREFIXES = ("Fetch", "HandManipulate", "HandReach", "PointMaze", "AntMa
 
 def make_robotics_env(env_id: str, **kwargs) -> gym.Env:
     """An env of gymnasium-robotics, an optional package: importing it registers its ids."""
+    import_robotics(env_id)
+    return gym.make(env_id, **kwargs)
+
+
+def import_robotics(env_id: str):
+    """Import gymnasium-robotics, which registers its ids, or say how to install it."""
     if "DISPLAY" not in os.environ:  # mujoco renders (replay's GIF) without a display through EGL
         os.environ.setdefault("MUJOCO_GL", "egl")
     try:
@@ -432,7 +465,6 @@ def make_robotics_env(env_id: str, **kwargs) -> gym.Env:
     except ImportError:
         raise RefusedError(f"{env_id} is a gymnasium-robotics env: pip install gymnasium-robotics 'mujoco<3.4' (mujoco "
                            f"3.4 and later fail FetchReach's reset)") from None
-    return gym.make(env_id, **kwargs)
 
 
 class GoalObservation(gym.ObservationWrapper):
@@ -497,6 +529,9 @@ class MultiAgentEnv(gym.Env):
 
     def __init__(self, parallel_env=None, module: str | None = None, render_mode: str | None = None, **kwargs):
         if parallel_env is None:
+            if not str(module).startswith("mpe2."):  # kwargs may come from a config.json: import mpe2's modules only
+                raise RefusedError(f"MultiAgentEnv(module={module!r}) is not accepted: it imports an mpe2 env's module "
+                                   f"(mpe2.<name>); pass other PettingZoo envs as parallel_env=<the instance>")
             parallel_env = importlib.import_module(module).parallel_env(render_mode=render_mode, **kwargs)
         self.env = parallel_env
         self.name = parallel_env.metadata.get("name", type(parallel_env).__name__)
@@ -580,6 +615,11 @@ def make_mpe2_env(env_id: str, **kwargs) -> gym.Env:
     """A Multi Particle Environment of the optional mpe2 package, "simple_spread_v3" or "mpe2/simple_spread_v3", as a
     MultiAgentEnv; its id is registered with gymnasium on first use, so that config.json records it (with kwargs such
     as continuous_actions=True, on an instance that make_mpe2_env made) and resume and replay rebuild it."""
+    return gym.make(register_mpe2_env(env_id), **kwargs)
+
+
+def register_mpe2_env(env_id: str) -> str:
+    """Register an mpe2 env's id with gymnasium (once) and return it, "mpe2/<name>"."""
     name = env_id.removeprefix("mpe2/")
     try:
         importlib.import_module(f"mpe2.{name}")
@@ -593,7 +633,7 @@ def make_mpe2_env(env_id: str, **kwargs) -> gym.Env:
         # by the library's module name: gymnasium imports it when it remakes the env from a spec
         gym.register(gym_id, entry_point="AgentRun:MultiAgentEnv", kwargs={"module": f"mpe2.{name}"},
                      disable_env_checker=True)
-    return gym.make(gym_id, **kwargs)
+    return gym_id
 
 
 def as_gymnasium(env):
