@@ -373,6 +373,15 @@ class HindsightReplayBuffer(ReplayBuffer):
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
         *transitions, not_done = trajectory
+        discounts, next_states = transitions[3], transitions[4]
+        if (discounts == 0).any():  # a stored termination: a relabelled goal must recompute it
+            first = int(torch.nonzero(discounts == 0)[0])
+            goals = next_states[first:first + 1].cpu().numpy()
+            if self.feedback(goals[:, self.achieved], goals[:, self.desired])[1] is None:
+                raise RefusedError("her_k > 0 is not accepted for this goal env: it ended an episode by termination, "
+                                   "but has no compute_terminated(achieved_goal, desired_goal, info), so a relabelled "
+                                   "transition would keep the termination of the goal it was stored with (wrong both "
+                                   "ways); give the env compute_terminated, or pass her_k=0")
         size, n = not_done.shape[0], self.num_envs
         ended = ~not_done.to(self.device, torch.bool).view(size // n, n)  # (T, N)
         step = torch.arange(size // n, device=self.device).unsqueeze(1).expand_as(ended)

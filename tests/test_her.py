@@ -173,3 +173,17 @@ def test_a_batch_termination_given_as_one_bool_is_computed_per_row():
     achieved = np.zeros((2, 4), np.float32)
     _, terminated = env.get_wrapper_attr("feedback")(achieved, np.stack([achieved[0], achieved[1] + 1]))
     assert terminated.tolist() == [True, False]
+
+
+def test_hindsight_refuses_a_goal_env_that_terminates_without_compute_terminated():
+    """A relabelled transition keeps its stored termination where the env cannot recompute it for the new goal: wrong
+    both ways for an env that ends episodes on success. Refused at its first stored termination, before it is stored."""
+    no_termination = lambda achieved, desired: feedback(achieved, desired)[:1] + (None,)
+    buffer = HindsightReplayBuffer(8, 3, 1, False, goal_dim=1, feedback=no_termination, her_k=4, num_envs=2,
+                                   reward_scale=REWARD_SCALE, gamma=GAMMA)
+    buffer.extend(*trajectory(0, [[1, 1], [1, 0]]))  # a truncation keeps its discount: nothing to recompute
+    states, actions, rewards, discounts, next_states, not_done = trajectory(4, [[0, 1]])
+    discounts[0] = 0.0  # env 0's episode terminated
+    with pytest.raises(ValueError, match=r"it ended an episode by termination, but has no compute_terminated"):
+        buffer.extend(states, actions, rewards, discounts, next_states, not_done)
+    assert buffer.cur_len == 4
