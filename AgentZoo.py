@@ -655,6 +655,9 @@ class AgentOffPolicy(AgentBase):
                           if_state_norm=False)  # standardised states (AgentNet.StateNorm)
     criterion = nn.MSELoss(reduction="none")  # regression loss of the critic, per transition
     policy_delay = 1  # the actor steps once every policy_delay critic steps (TD3 sets 2)
+    # True: the targets and extra_update wait for the actor's steps (TD3's delayed updates); False: they follow every
+    # critic step, and only the actor waits (ModSAC)
+    if_delay_targets = True
     act_class, cri_class = Actor, Critic
     if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
     if_cri_target = True
@@ -734,8 +737,9 @@ class AgentOffPolicy(AgentBase):
 
     def update_net(self, buffer: ReplayBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """repeat_times gradient steps of the critic per transition added since the last call (the
-        update-to-data ratio); a critic step after which if_actor_step says so also steps the actor and
-        soft-updates both targets. Returns mean objectives (obj_actor NaN in a call without an actor step, so that
+        update-to-data ratio); a critic step after which if_actor_step says so also steps the actor; extra_update
+        (SAC's temperature) and the targets' soft updates follow the actor's steps (if_delay_targets, TD3's delayed
+        updates) or every critic step. Returns mean objectives (obj_actor NaN in a call without an actor step, so that
         every recorder row has the same columns)."""
         update_times = max(1, int(buffer.add_size * repeat_times))
         buffer.add_size = 0
@@ -748,20 +752,19 @@ class AgentOffPolicy(AgentBase):
             buffer.update_priorities(idx, td_errors)
             sum_obj_critic = sum_obj_critic + obj_critic.detach()  # summed on the device: no sync per step
             self.critic_steps += 1
-            if not self.if_actor_step(obj_critic):
-                continue
-
-            if self.act_optimizer is not None:
+            if_actor_step = self.if_actor_step(obj_critic)
+            if if_actor_step and self.act_optimizer is not None:
                 self.cri.requires_grad_(False)  # the actor's objective passes through the critic: no gradients for it
                 obj_actor = self.get_obj_actor(batch)
                 self.cri.requires_grad_(True)
                 optimizer_step(self.act_optimizer, obj_actor)
-                self.extra_update(batch)
                 sum_obj_actor = sum_obj_actor + obj_actor.detach()
                 actor_steps += 1
-            soft_update(self.cri_target, self.cri, self.soft_update_tau)
-            if self.act_target is not None:
-                soft_update(self.act_target, self.act, self.soft_update_tau)
+            if if_actor_step or not self.if_delay_targets:
+                self.extra_update(batch)
+                soft_update(self.cri_target, self.cri, self.soft_update_tau)
+                if self.act_target is not None:
+                    soft_update(self.act_target, self.act, self.soft_update_tau)
         stats = {"obj_critic": sum_obj_critic.item() / update_times}
         if self.act_optimizer is not None:
             stats["obj_actor"] = sum_obj_actor.item() / actor_steps if actor_steps else math.nan
@@ -799,7 +802,7 @@ class AgentOffPolicy(AgentBase):
         return -self.cri(state, self.act(state)).mean()
 
     def extra_update(self, batch: tuple[torch.Tensor, ...]):
-        """What else steps after each actor step (SAC: its temperature); nothing here."""
+        """What else steps with the targets (SAC: its temperature; update_net says when); nothing here."""
 
 
 # ---- DQN family (discrete actions) ----
@@ -1008,9 +1011,11 @@ class AgentSAC(AgentOffPolicy):
 class AgentModSAC(AgentSAC):
     """SAC as the 2020 three-file library modified it (ElegantRL's AgentModSAC, late 2020): twin Q heads on one shared
     trunk (CriticTwinShared), an actor that steps less often while the critic is unreliable (if_actor_step), and log
-    alpha kept in [-16, 2]. The target keeps SAC's minimum of the two heads."""
+    alpha kept in [-16, 2]. As there, only the actor waits: the temperature steps and the critic's target soft-updates
+    after every critic step. The target keeps SAC's minimum of the two heads."""
 
     cri_class = CriticTwinShared
+    if_delay_targets = False
     log_alpha_range = (-16.0, 2.0)  # alpha in [1e-7, 7.4]: a temperature that can neither vanish nor run away
     critic_average = 0.995  # the weight of the past in the running average of the critic's loss
 
@@ -1024,7 +1029,10 @@ class AgentModSAC(AgentSAC):
     def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
         """The "reliable lambda": lambda = exp(-L^2), L a running average of the critic's loss per head, and the actor
         takes 1 / (2 - lambda) steps per critic step, from half of them (an unreliable critic) to every one (a
-        reliable one). A credit that grows by that share and pays one actor step per unit spreads them evenly. The
+        reliable one). A credit that grows by that share and pays one actor step per unit spreads them evenly.
+        L is a mean squared TD error in units of reward * reward_scale, squared: lambda is 1/2 at L = 0.83 and below
+        0.02 past L = 2, so on tasks whose critic errs by more (Pendulum-v1 at reward_scale 1: L = 5.6 after 20 s,
+        lambda ~ 1e-13) the actor steps every other critic step throughout, as TD3's delay (History/UPDATE_LOG.md). The
         loss is read on the host each step: free on the CPU, a wait per step on a GPU. Data-parallel learners average
         it over the ranks first, so that all of them step their actors alike and their all_reduce stays in step."""
         if torch.distributed.is_available() and torch.distributed.is_initialized():

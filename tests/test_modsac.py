@@ -57,3 +57,49 @@ def test_a_checkpoint_holds_the_running_loss_and_the_actor_credit(tmp_path):
     resumed.save_or_load_agent(str(tmp_path), if_save=False)
     assert torch.equal(resumed.actor_share, agent.actor_share)
     assert actor_steps(resumed, 100.0, 100) == actor_steps(agent, 100.0, 100)  # not a fresh start at lambda 0.5
+
+
+def counted_update(agent_class, critic_steps: int, **hyperparameters) -> dict[str, int]:
+    """Critic, actor, temperature and target steps of update_net with critic_steps critic steps, counted by the
+    optimizers' and soft_update's calls; a critic loss of 100 per head keeps ModSAC's critic unreliable."""
+    import AgentZoo
+    from AgentZoo import ReplayBuffer
+
+    agent = agent_class(16, 3, 1, device="cpu", reward_scale=100.0, **hyperparameters)
+    buffer = ReplayBuffer(critic_steps, 3, 1, if_discrete=False)
+    buffer.extend(torch.randn(critic_steps, 3), torch.rand(critic_steps, 1) * 2 - 1, torch.randn(critic_steps) * 100,
+                  torch.full((critic_steps,), 0.99), torch.randn(critic_steps, 3))
+    counts = {"critic": 0, "actor": 0, "alpha": 0, "target": 0}
+    for name, optimizer in (("critic", agent.cri_optimizer), ("actor", agent.act_optimizer),
+                            ("alpha", getattr(agent, "alpha_optimizer", None))):
+        if optimizer is None:  # TD3: no temperature
+            continue
+        optimizer.register_step_post_hook(lambda *_, name=name: counts.__setitem__(name, counts[name] + 1))
+    soft_update = AgentZoo.soft_update
+
+    def counting_soft_update(target, online, tau):
+        counts["target"] += target is agent.cri_target
+        soft_update(target, online, tau)
+
+    AgentZoo.soft_update = counting_soft_update
+    try:
+        agent.update_net(buffer, batch_size=16, repeat_times=1.0)
+    finally:
+        AgentZoo.soft_update = soft_update
+    return counts
+
+
+def test_only_the_actor_waits_for_a_reliable_critic_the_target_and_temperature_step_every_time():
+    """The 2020 library's ModSAC soft-updates the critic's target and steps alpha after every critic step and gates
+    only the actor: 600 critic steps of an unreliable critic give about 300 actor steps and 600 of the others."""
+    counts = counted_update(AgentModSAC, 600)
+    assert counts["critic"] == counts["target"] == counts["alpha"] == 600
+    assert 290 <= counts["actor"] <= 310
+
+
+def test_td3_delays_its_targets_with_its_actor():
+    """TD3's delayed updates (its Algorithm 1): the targets move on the actor's steps, every policy_delay-th."""
+    from AgentZoo import AgentTD3
+
+    counts = counted_update(AgentTD3, 600)
+    assert counts["critic"] == 600 and counts["actor"] == counts["target"] == 300 and counts["alpha"] == 0
