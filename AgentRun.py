@@ -91,7 +91,8 @@ class Arguments:
     v_max: float | None = None  # C51, Rainbow: the largest atom, > v_min
     explore_noise: float | None = None  # DDPG, TD3: std of the exploration noise on actions in [-1, 1], >= 0
     noise_beta: float | None = None  # DDPG, TD3, SAC, MADDPG: colour of the exploration noise along the steps, its
-    #   power spectrum falling as 1/f^noise_beta (AgentZoo.ColoredNoise): 0 white, 1 pink, 2 red; >= 0
+    #   power spectrum falling as 1/f^noise_beta (AgentZoo.ColoredNoise, in sequences as long as the env's episodes):
+    #   0 white, 1 pink, 2 red; >= 0
     random_beta: float | None = None  # DDPG, TD3, SAC, MADDPG: colour of the random warm-up's uniform actions, as
     #   noise_beta; >= 0
     policy_noise: float | None = None  # TD3: std of the target policy smoothing noise, >= 0

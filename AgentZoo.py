@@ -135,7 +135,9 @@ class ColoredNoise:
     beta 0 is white noise (independent steps), 1 pink, 2 red (a random walk's). Coloured noise keeps a direction for
     a while, as momentum-driven tasks need (MountainCar), and still varies from step to step; pink noise as the
     exploration of off-policy agents: Eberhard et al., "Pink Noise Is All You Need", ICLR 2023. Each sequence of
-    seq_len steps is white noise with its spectrum scaled by f^(-beta/2) (Timmer and Koenig 1995)."""
+    seq_len steps is white noise with its spectrum scaled by f^(-beta/2) (Timmer and Koenig 1995); the agents take the
+    explored env's episode length (episode_length), as the paper draws a sequence per episode: a shorter sequence
+    than the episode repeats its slowest wave, a longer one sets an offset that lasts the whole episode."""
 
     def __init__(self, beta: float, shape: tuple[int, ...], seq_len: int = 1000, device=None):
         self.beta, self.shape, self.seq_len, self.device = beta, shape, seq_len, device
@@ -157,6 +159,14 @@ class ColoredNoise:
             self.sequence, self.index = torch.fft.irfft(spectrum, n=self.seq_len, norm="ortho"), 0
         self.index += 1
         return self.sequence[..., self.index - 1]
+
+
+def episode_length(env, default: int = 1000) -> int:
+    """The time limit of an env's episodes in steps (a vector env's copies'; a PettingZoo env's max_cycles), or default
+    where it declares none."""
+    single = env.unwrapped.envs[0] if hasattr(env, "num_envs") else env
+    limit = single.spec.max_episode_steps if single.spec is not None else None
+    return limit or getattr(single.unwrapped, "max_cycles", None) or default
 
 
 def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done: torch.Tensor, gamma: float,
@@ -666,6 +676,7 @@ class AgentOffPolicy(AgentBase):
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
         self.critic_steps = 0  # across update_net calls: the actor and the targets follow every policy_delay of them
         self.noise = None  # the ColoredNoise stream of exploration (standard_noise)
+        self.noise_steps = 1000  # its sequences' length: the explored env's episode length, set by explore_env
 
     # -- exploring --
 
@@ -673,6 +684,7 @@ class AgentOffPolicy(AgentBase):
         """Step a gymnasium env `horizon` times with the exploring policy (if_random: with uniformly random
         actions, the warm-up before learning starts), continuing the episode the last call left. Returns the
         transitions as_transitions makes of them. A vector env (autoreset SAME_STEP) is stepped by explore_vector_env."""
+        self.noise_steps = max(2, episode_length(env))  # ColoredNoise's lowest non-zero frequency needs two steps
         if hasattr(env, "num_envs"):
             return self.explore_vector_env(env, horizon, if_random)
         state = env.reset()[0] if self.last_state is None else self.last_state
@@ -728,9 +740,10 @@ class AgentOffPolicy(AgentBase):
     def standard_noise(self, shape: tuple[int, ...], beta: float) -> torch.Tensor:
         """Standard normal draws for one exploring step, coloured along the steps by beta (ColoredNoise): the
         warm-up's random_beta, the policy's noise_beta. One stream per shape and colour, so a new one begins where
-        either changes (one env, a vector env's copies; the warm-up's end where the two colours differ)."""
-        if self.noise is None or (self.noise.shape, self.noise.beta) != (shape, beta):
-            self.noise = ColoredNoise(beta, shape, device=self.device)
+        either changes (one env, a vector env's copies; the warm-up's end where the two colours differ), each sequence
+        as long as the explored env's episodes (noise_steps)."""
+        if self.noise is None or (self.noise.shape, self.noise.beta, self.noise.seq_len) != (shape, beta, self.noise_steps):
+            self.noise = ColoredNoise(beta, shape, self.noise_steps, device=self.device)
         return self.noise.sample()
 
     # -- learning --

@@ -72,3 +72,18 @@ def test_the_policy_noise_after_a_pink_warm_up_is_white():
         agent.random_action(64)
     actions = torch.as_tensor(np.stack([agent.select_action(state)[:, 0] for _ in range(200)], axis=-1))
     assert abs(lag_one_correlation(actions - actions.mean())) < 0.1
+
+
+@pytest.mark.parametrize("env_id, num_envs, steps", [("Pendulum-v1", None, 200), ("MountainCarContinuous-v0", 3, 999),
+                                                     ("BipedalWalker-v3", None, 1600)])
+def test_the_noise_sequence_is_as_long_as_the_explored_envs_episodes(env_id, num_envs, steps):
+    """Pendulum's 200-step episodes see a 200-step sequence, not a fifth of a 1000-step one (a near-constant offset);
+    the walker's 1600 a whole one, not one and a sixth; a vector env its copies'."""
+    from AgentRun import build_env
+
+    env = build_env(env_id, num_envs)[0]
+    agent = AgentSAC(16, env.observation_space.shape[-1], env.action_space.shape[-1], device="cpu")
+    agent.explore_env(env, 4, if_random=True)  # the pink warm-up
+    assert agent.noise.seq_len == steps and agent.noise.beta == 1.0
+    agent.explore_env(env, 4)  # the policy's white noise, a stream of its own of the same length
+    assert agent.noise.seq_len == steps and agent.noise.beta == 0.0

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 """
-HELPERS = ["soft_update", "optimizer_step", "new_adam", "merged_moments", "frozen_copy", "ColoredNoise", "n_step_returns",
-           "ReplayBuffer"]
+HELPERS = ["RefusedError", "soft_update", "optimizer_step", "new_adam", "merged_moments", "frozen_copy", "ColoredNoise",
+           "episode_length", "n_step_returns", "ReplayBuffer"]
 
 
 def copy_into_module(tmp_path, from_net: list[str], from_zoo: list[str]):
