@@ -586,19 +586,22 @@ class ValueNorm(StateNorm):
         return value * self.std + self.mean
 
 
-class TeamCriticValue(CriticValue):
-    """MAPPO's centralised value V(s) of the team's state (every agent's observation side by side): its net learns
-    standardised returns (value_norm), forward gives V in the returns' units for the advantages."""
+class TeamCriticValue(nn.Module):
+    """MAPPO's centralised values of the team's state (every agent's observation side by side), one for each agent's
+    own returns, V_i(s), (..., num_agents): its net learns standardised returns (value_norm, each agent's statistics),
+    forward gives the values in the returns' units for the advantages."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
-        super().__init__(net_dim, num_agents * state_dim)
-        self.value_norm = ValueNorm(1)
+        super().__init__()
+        self.state_norm = nn.Identity()
+        self.net = build_mlp([num_agents * state_dim, net_dim, net_dim, num_agents])
+        self.value_norm = ValueNorm(num_agents)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.value_norm.denormalize(self.get_normalized_value(state))
 
     def get_normalized_value(self, state: torch.Tensor) -> torch.Tensor:
-        return super().forward(state)  # (batch,)
+        return self.net(self.state_norm(state))  # (..., num_agents)
 
 
 class COMACritic(nn.Module):

@@ -107,6 +107,9 @@ class Arguments:
     #   KL(average || new policy) per state, > 0
     rho_clip: float | None = None  # ACER: c, the truncation of the importance weights in the policy gradient, > 0
     damping: float | None = None  # ACKTR: added to the Kronecker-factored Fisher before inverting it, > 0
+    common_reward: bool | None = None  # team agents: True learns from the sum of the agents' rewards (EPyMARL's
+    #   common_reward), False each agent from its own (MADDPG, MAPPO only: a value per agent); None: the agent's default
+    #   (MADDPG, MAPPO: False, as a competitive env needs; VDN, QMIX, QTRAN, COMA: True, their one value of the team)
     lambda_opt: float | None = None  # QTRAN: weight of L_opt, the factorisation's equality at the greedy action, >= 0
     lambda_nopt: float | None = None  # QTRAN: weight of L_nopt, its inequality at the actions taken, >= 0
     if_state_norm: bool | None = None  # True: networks standardise states by the running mean and std of the explored
@@ -177,6 +180,8 @@ class Arguments:
         for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and getattr(self, name) is None:
                 setattr(self, name, value)
+        if agent_class.if_multi_agent:
+            agent_class.check_common_reward(self.common_reward)
         if self.target_return is None:
             self.target_return = env_info.target_return
         if self.cwd is None:
@@ -520,7 +525,8 @@ class MultiAgentEnv(gym.Env):
     team, so that vector envs, the loops, evaluation, checkpoints and replay serve multi-agent agents as they are:
     - observation: every agent's, zero-padded to the longest and joined in possible_agents' order, (num_agents * obs_dim,);
     - action: every agent's, MultiDiscrete (num_agents,) or Box (num_agents * action_dim,): one action space for all;
-    - reward: the team's, the sum of the agents' rewards (the agents here learn cooperative tasks);
+    - reward: the team's, the sum of the agents' rewards (what evaluation reports), and each agent's own in
+      info["agent_rewards"] (num_agents,), in possible_agents' order, for the agents that learn from their own;
     - terminated, truncated: the team ends its episode when every agent ends its own, at one step (agents that
       leave or join mid-episode are refused): terminated if every agent terminated, else truncated.
     The env's max_cycles (PettingZoo's episode length) is its time limit. Made by gym.make for "mpe2/<name>" ids
@@ -598,7 +604,9 @@ class MultiAgentEnv(gym.Env):
         truncated = done.pop() and not terminated
         if not (terminated or truncated):
             self.check_agents(self.env.agents, "go on")
-        return self.joint_observation(observations), float(sum(rewards.values())), terminated, truncated, {}
+        agent_rewards = np.array([rewards[agent] for agent in self.possible_agents], np.float32)
+        return (self.joint_observation(observations), float(agent_rewards.sum()), terminated, truncated,
+                {"agent_rewards": agent_rewards})
 
     def render(self):
         return self.env.render()
@@ -1056,7 +1064,9 @@ def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | R
             return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
                                          num_envs=args.num_envs * args.num_workers,  # a round's env copies
                                          reward_scale=args.reward_scale, gamma=args.gamma)
-        return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents)
+        num_rewards = env_info.num_agents if args.agent.if_multi_agent and args.agent.if_agent_rewards else 1
+        return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents,
+                                                                          num_rewards=num_rewards)
     if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
         return SegmentReplayBuffer(args.max_memo, device)
     return RolloutBuffer(device)
@@ -1221,12 +1231,14 @@ def train_serial(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluato
 
 
 def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
-    """Explorers (num_workers) and a learner in processes of their own, working at the same time; this process
-    records. Each explorer steps its env(s) with a CPU copy of the actor and always takes the newest weights without
-    waiting for them, so it collects the next round while the learner trains on the last (its weights one to
-    three rounds old). A round is one trajectory of each explorer, target_step steps in all, which the learner
-    takes as one of num_envs * num_workers env copies (merge_trajectories). The learner owns the buffer and the
-    networks, on cuda when there is one, and writes checkpoints. A child that raises or dies stops the run with an
+    """Explorers (num_workers) and a learner in processes of their own; this process records. Each explorer steps its
+    env(s) with a CPU copy of the actor. An off-policy explorer takes the newest weights without waiting for them, so
+    it collects the next round while the learner trains on the last (its weights one to three rounds old); an
+    on-policy one waits for the weights trained on its last rollout, so that every round is learned from the policy
+    that acted (PPO's ratio starts at 1; weights a round old clipped PPO around a stale policy: History/UPDATE_LOG.md,
+    2026-11-26), and evaluation overlaps the rounds. A round is one trajectory of each explorer, target_step steps in
+    all, which the learner takes as one of num_envs * num_workers env copies (merge_trajectories). The learner owns the
+    buffer and the networks, on cuda when there is one, and writes checkpoints. A child that raises or dies stops the run with an
     error naming it; Ctrl-C or a `stop` file stops it cleanly."""
     run_state = start_state(args)
     step = run_state["step"]
@@ -1464,9 +1476,8 @@ def put_until_stopped(q, item, stop_event) -> bool:
     return False
 
 
-# Steps of each env between the explorer's looks for newer weights, within a round too: the learner's weights age
-# less before they act. Each transition keeps the log-prob of the weights that acted, from which the learner weighs
-# its advantage (AgentZoo.AgentPPO.get_proximal; History/UPDATE_LOG.md).
+# Steps of each env between an off-policy explorer's looks for newer weights, within a round too: the learner's weights
+# age less before they act.
 REFRESH_STEPS = 32
 
 
@@ -1500,16 +1511,23 @@ def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, sta
     episodes_sent, step = 0, start_step  # step: of all the workers, which explore in step (a round is one of each)
     while True:
         chunks = []
-        for chunk_start in range(0, horizon, REFRESH_STEPS):
-            chunks.append(explore(agent, env, min(REFRESH_STEPS, horizon - chunk_start), args, step))
-            step += min(REFRESH_STEPS, horizon - chunk_start) * args.num_envs * args.num_workers
-            weights = receive(weights_queue, channels.stop)  # the newest, if the learner has sent any since
+        # off-policy: the newest weights every REFRESH_STEPS steps; on-policy: the round's weights throughout
+        chunk_steps = REFRESH_STEPS if args.agent.if_off_policy else horizon
+        for chunk_start in range(0, horizon, chunk_steps):
+            chunks.append(explore(agent, env, min(chunk_steps, horizon - chunk_start), args, step))
+            step += min(chunk_steps, horizon - chunk_start) * args.num_envs * args.num_workers
+            weights = receive(weights_queue, channels.stop) if args.agent.if_off_policy else None
             if weights is not None:
                 agent.act.load_state_dict(weights)
         trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
         returns, episodes_sent = new_returns(env, episodes_sent), episode_count(env)
         if not put_until_stopped(trajectories, (trajectory, returns), channels.stop) or is_stopping(channels.stop):
             break
+        if not args.agent.if_off_policy:  # the weights trained on this rollout: the next round's ratio starts at 1
+            weights = get_until_stopped(weights_queue, channels.stop)
+            if weights is None:
+                break
+            agent.act.load_state_dict(weights)
 
 
 def merge_trajectories(trajectories: list[tuple[torch.Tensor, ...]], if_off_policy: bool, num_envs: int

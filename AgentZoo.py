@@ -175,14 +175,16 @@ def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done
     t: the return sum_{j<k} gamma^j r_{t+j}, the discount gamma^k * not_terminated_{t+k-1} of the bootstrap value, and
     t+k-1, the step whose next state gives that value; (T, N) each. k <= n_step ends at the episode's end (terminated:
     no bootstrap; truncated: bootstrap from its final observation) and at the T-th step, where later steps are not
-    known yet: a shorter return, still exact. Each env's column stands alone, so copies may end at different steps."""
+    known yet: a shorter return, still exact. Each env's column stands alone, so copies may end at different steps.
+    A team's rewards of every agent, (T, N, num_agents), give every agent's returns, (T, N, num_agents)."""
     horizon = rewards.shape[0]
     returns = rewards.clone()
-    last = torch.arange(horizon, device=rewards.device).unsqueeze(1).expand(rewards.shape).clone()  # (T, N)
+    last = torch.arange(horizon, device=rewards.device).unsqueeze(1).expand(not_done.shape).clone()  # (T, N)
     going = not_done.bool()  # whether step t's episode goes on after step last[t]
+    columns = (1,) * (rewards.dim() - not_done.dim())  # one per agent of a team's rewards
     for j in range(1, min(n_step, horizon)):
         going[horizon - j:] = False  # no j-th step after these in this trajectory
-        returns[:horizon - j] += gamma ** j * going[:horizon - j] * rewards[j:]
+        returns[:horizon - j] += gamma ** j * going[:horizon - j].view(horizon - j, -1, *columns) * rewards[j:]
         last[:horizon - j] += going[:horizon - j]
         going[:horizon - j] &= not_done[j:].bool()
     steps = last - torch.arange(horizon, device=rewards.device).unsqueeze(1) + 1  # k, (T, N)
@@ -211,10 +213,12 @@ class ReplayBuffer:
     discount is gamma^k * not_terminated (AgentOffPolicy.as_transitions; k = 1 without n-step returns): 0 only
     where the episode truly ended (gymnasium's `terminated`); a time-limit truncation keeps gamma^k, so that
     transition still bootstraps from its next state. Each transition stands alone: nothing spans two of them.
-    A multi-agent team's transition (num_agents > 1) holds every agent's state and action side by side.
+    A multi-agent team's transition (num_agents > 1) holds every agent's state and action side by side, and every
+    agent's own reward where its agents learn from their own (num_rewards = num_agents: MultiAgent.if_agent_rewards).
     """
 
-    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1):
+    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1,
+                 num_rewards: int = 1):
         self.max_len = max_len
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.pointer = 0  # where the next transition is written
@@ -225,7 +229,8 @@ class ReplayBuffer:
         self.states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
         self.actions = torch.empty((max_len, action_dim), dtype=torch.long if if_discrete else torch.float32,
                                    device=self.device)  # (N, 1) integers or (N, action_dim)
-        self.rewards = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
+        reward_shape = (max_len,) if num_rewards == 1 else (max_len, num_rewards)  # a team's each agent's: num_rewards
+        self.rewards = torch.empty(reward_shape, dtype=torch.float32, device=self.device)  # (N,) or (N, num_rewards)
         self.discounts = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
         self.next_states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
         self.tensors = (self.states, self.actions, self.rewards, self.discounts, self.next_states)
@@ -280,8 +285,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     alpha, beta, eps = 0.6, 0.4, 1e-6  # the paper's proportional variant (Table 3); eps keeps every p_i above 0
     fanout = 32
 
-    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1):
-        super().__init__(max_len, state_dim, action_dim, if_discrete, device, num_agents)
+    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1,
+                 num_rewards: int = 1):
+        super().__init__(max_len, state_dim, action_dim, if_discrete, device, num_agents, num_rewards)
         sizes = [math.ceil(max_len / self.fanout) * self.fanout]  # the leaves, then each level up to the root
         while sizes[-1] > 1:
             nodes = sizes[-1] // self.fanout
@@ -474,12 +480,15 @@ class RolloutBuffer:
         """GAE(lambda) advantages and the critic's targets (advantage + value), (T, N) each
         (Schulman et al. arXiv:1506.02438, eq. 16). values = V(states), next_values = V(next_states).
         The TD error bootstraps unless the step terminated, so a truncated step bootstraps from the value
-        of its final observation; the sum over later TD errors stops at every episode end."""
-        deltas = self.rewards + gamma * self.not_terminated * next_values - values  # (T, N)
+        of its final observation; the sum over later TD errors stops at every episode end. A team's every agent's
+        rewards and values, (T, N, num_agents), give every agent's advantages."""
+        columns = (1,) * (self.rewards.dim() - self.not_done.dim())  # one per agent of a team's rewards
+        not_terminated, not_done = (flags.view(*flags.shape, *columns) for flags in (self.not_terminated, self.not_done))
+        deltas = self.rewards + gamma * not_terminated * next_values - values  # (T, N) or (T, N, num_agents)
         advantages = torch.empty_like(deltas)
-        gae = torch.zeros_like(deltas[0])  # (N,)
+        gae = torch.zeros_like(deltas[0])  # (N,) or (N, num_agents)
         for t in reversed(range(deltas.shape[0])):
-            gae = deltas[t] + gamma * lambda_gae * self.not_done[t] * gae
+            gae = deltas[t] + gamma * lambda_gae * not_done[t] * gae
             advantages[t] = gae
         return advantages, advantages + values
 
@@ -597,6 +606,11 @@ class AgentBase:
         """Values beside the objectives that the recorder should log (SAC: its temperature)."""
         return {}
 
+    def learned_reward(self, reward, info: dict):
+        """The reward the agent learns from, of the env's step (reward and info; a vector env's, one per copy): the
+        env's reward (a team's: MultiAgent's)."""
+        return reward
+
     def state_takers(self) -> list[nn.Module]:
         """Every module of every network, targets included, that takes states (has a state_norm), each once."""
         nets = {id(part): part for part in self.parts().values() if isinstance(part, nn.Module)}.values()
@@ -691,9 +705,10 @@ class AgentOffPolicy(AgentBase):
         steps = []
         for _ in range(horizon):
             action = self.random_action() if if_random else self.select_action(state)
-            next_state, reward, terminated, truncated, _ = env.step(action)
+            next_state, reward, terminated, truncated, info = env.step(action)
             # a truncated episode still bootstraps from next_state, its final observation, not the reset one
-            steps.append((state, action, reward, not terminated, not (terminated or truncated), next_state))
+            steps.append((state, action, self.learned_reward(reward, info), not terminated, not (terminated or truncated),
+                          next_state))
             state = env.reset()[0] if terminated or truncated else next_state
         self.last_state = state
         return self.as_transitions(*(np.array(column)[:, None] for column in zip(*steps)))  # (horizon, 1, ...) each
@@ -707,7 +722,8 @@ class AgentOffPolicy(AgentBase):
         for _ in range(horizon):
             action = self.random_action(env.num_envs) if if_random else self.select_action(state)
             next_state, reward, terminated, truncated, info = env.step(action)
-            steps.append((state, action, reward, ~terminated, ~(terminated | truncated), final_observations(next_state, info)))
+            steps.append((state, action, self.learned_reward(reward, info), ~terminated, ~(terminated | truncated),
+                          final_observations(next_state, info)))
             state = next_state
         self.last_state = state
         return self.as_transitions(*map(np.stack, zip(*steps)))  # (horizon, N, ...) each
@@ -716,13 +732,14 @@ class AgentOffPolicy(AgentBase):
         """Arrays of T steps of N envs, (T, N, ...) -> the T * N transitions (states, actions, rewards, discounts,
         next_states) that ReplayBuffer.extend takes, step by step, env by env: rewards are the n-step returns of the
         rewards times reward_scale, discounts gamma^k * not_terminated, next_states the states k steps on
-        (n_step_returns); discrete actions (T * N, 1) integers, a team's (T * N, num_agents)."""
+        (n_step_returns); discrete actions (T * N, 1) integers, a team's (T * N, num_agents); a team's rewards of every
+        agent (T * N, num_agents) where its agents learn from their own."""
         as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
         rewards, discounts, last = n_step_returns(as_tensor(rewards) * self.reward_scale, as_tensor(not_terminated),
                                                   as_tensor(not_done), self.gamma, self.n_step)
         next_states = as_tensor(next_states)[last, torch.arange(last.shape[1], device=self.device)]  # (T, N, state_dim)
         if self.if_discrete:
-            actions = as_tensor(actions, torch.long).reshape(*rewards.shape, -1)  # (T, N, 1 or num_agents)
+            actions = as_tensor(actions, torch.long).reshape(*discounts.shape, -1)  # (T, N, 1 or num_agents)
         else:
             actions = as_tensor(actions)
         return tuple(t.flatten(0, 1) for t in (as_tensor(states), actions, rewards, discounts, next_states))
@@ -1152,10 +1169,6 @@ class AgentPPO(AgentBase):
                           if_state_norm=False)  # standardised states (AgentNet.StateNorm)
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
-    # the importance weight pi_prox / pi_behaviour of a sample acted by older weights is truncated here, as V-trace
-    # truncates its rho (Espeholt et al. arXiv:1802.01561, rho_bar = 1): an uncapped one collapsed the action std on
-    # BipedalWalker-v3 (History/UPDATE_LOG.md, 2026-11-25)
-    importance_cap = 1.0
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.act.convert_action_for_env(self.act.get_action_log_prob(state)[0])
@@ -1172,7 +1185,7 @@ class AgentPPO(AgentBase):
             state_t = torch.as_tensor(state, dtype=torch.float32, device=self.device)
             action, log_prob = self.get_action_behaviour(state_t)
             next_state, reward, terminated, truncated, info = env.step(self.act.convert_action_for_env(action).cpu().numpy())
-            for store, value in zip(rollout, (state_t, action, log_prob, reward, ~terminated,
+            for store, value in zip(rollout, (state_t, action, log_prob, self.learned_reward(reward, info), ~terminated,
                                               ~(terminated | truncated), final_observations(next_state, info)), strict=True):
                 store.append(torch.as_tensor(value, device=self.device))
             state = next_state
@@ -1189,7 +1202,7 @@ class AgentPPO(AgentBase):
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """repeat_times epochs over the rollout in minibatches of batch_size; critic then actor each step. With a
         clipped ratio, also the share of samples outside the clip range at the round's first minibatch
-        (clip_fraction_start, 0 whatever the weights that acted: the ratio starts at 1) and over all of them."""
+        (clip_fraction_start, 0 where the learner's own policy acted: the ratio starts at 1) and over all of them."""
         rollout = self.get_rollout_batch(buffer)
         sum_obj_critic = sum_obj_actor = sum_clipped = torch.zeros((), device=self.device)
         first_clipped, update_times = None, 0
@@ -1217,27 +1230,19 @@ class AgentPPO(AgentBase):
     @torch.no_grad()
     def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
         """The rollout flattened to T * N samples (states, actions, log-probs, advantages, returns): GAE advantages
-        normalised per rollout and importance-weighted, and the log-probs that the ratio divides by (get_proximal)."""
+        normalised per rollout, and the log-probs of the policy that acted, which the ratio divides by. In every loop
+        that policy is the learner's at the round's start, so each round starts at ratio 1: the multiprocess explorer
+        of an on-policy agent waits for the weights trained on its last rollout (AgentRun.explorer_process)."""
         values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
         advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
         states, actions = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)  # (T * N, ...)
-        log_probs, weights = self.get_proximal(states, actions, buffer.log_probs.flatten(0, 1))
-        returns, advantages = returns.flatten(), advantages.flatten()
+        log_probs = buffer.log_probs.flatten(0, 1)
+        returns, advantages = returns.flatten(0, 1), advantages.flatten(0, 1)  # (T * N,), a team's (T * N, num_agents)
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # normalised per rollout
-        # a team's log-probs are every agent's, (T * N, num_agents): each agent's ratio on the team's advantage
-        advantages = advantages.view(-1, *(1,) * (log_probs.dim() - 1)).expand_as(log_probs)
-        return states, actions, log_probs, advantages * weights, returns
-
-    @torch.no_grad()
-    def get_proximal(self, states: torch.Tensor, actions: torch.Tensor, behaviour_log_probs: torch.Tensor
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Decoupled PPO (Hilton et al. arXiv:2110.00641): the ratio divides by the learner's own policy at the
-        round's start (proximal), so that every round starts at ratio 1 and the clip bounds the step from there, and
-        each sample's advantage is weighted by pi_prox / pi_behaviour, truncated at importance_cap, for the weights that
-        acted: the same in the serial loop, up to a round older in the multiprocess one. Returns the proximal
-        log-probs and the weights, (T * N,) each, or a team's (T * N, num_agents)."""
-        log_probs = self.act.get_log_prob_entropy(states, actions)[0]
-        return log_probs, (log_probs - behaviour_log_probs).exp().clamp(max=self.importance_cap)
+        # a team's log-probs are every agent's, (T * N, num_agents): each agent's ratio on its advantage (its own
+        # rewards', MAPPO) or the team's (COMA's critic gives its own)
+        advantages = advantages.view(*advantages.shape, *(1,) * (log_probs.dim() - advantages.dim())).expand_as(log_probs)
+        return states, actions, log_probs, advantages, returns
 
     def get_obj_critic(self, state: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
         """The critic's regression of V(state) onto the returns."""
@@ -1251,7 +1256,7 @@ class AgentPPO(AgentBase):
         """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
         state, action, old_log_prob, advantage = batch
         log_prob, entropy = self.act.get_log_prob_entropy(state, action)
-        ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s), pi_old the round's start (get_proximal)
+        ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s), pi_old the policy that acted
         surrogate = torch.min(ratio * advantage, ratio.clamp(1 - self.ratio_clip, 1 + self.ratio_clip) * advantage)
         return -(surrogate + self.entropy_coef * entropy).mean()
 
@@ -1280,10 +1285,9 @@ class AgentA2C(AgentPPO):
         return super().update_net(buffer, buffer.add_size, 1)
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) plus the entropy bonus, negated, pi_old the policy at
-        the round's start (get_proximal; the advantage carries the weight for the weights that acted): at pi = pi_old
-        its gradient is the policy gradient (TRPO paper arXiv:1502.05477, eq. 14); TRPO also takes its value away from
-        pi_old."""
+        """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) plus the entropy bonus, negated, pi_old the policy that
+        acted: at pi = pi_old, where every loop starts a round, its gradient is the policy gradient (TRPO paper
+        arXiv:1502.05477, eq. 14); TRPO also takes its value away from pi_old."""
         state, action, old_log_prob, advantage = batch
         log_prob, entropy = self.act.get_log_prob_entropy(state, action)
         return -((log_prob - old_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
@@ -1736,19 +1740,50 @@ class AgentACER(AgentDiscretePPO):
 class MultiAgent:
     """What makes an agent class a team's: num_agents. Its states are the team's, every agent's observation
     (state_dim long) side by side, (num_agents * state_dim,); its actions every agent's, (num_agents,) integers or
-    (num_agents * action_dim,) in [-1, 1]; its reward the team's. Put it first among the bases:
+    (num_agents * action_dim,) in [-1, 1]. Its reward (learned_reward) is the team's, the sum of the agents' rewards
+    (common_reward, EPyMARL's convention), or, for an agent with a value per agent (if_agent_rewards: MADDPG, MAPPO)
+    and common_reward=False, each agent's own: on a competitive or mixed env (simple_tag_v3) a sum would train every
+    agent, the prey too, to get the prey caught. Put it first among the bases:
     class AgentQMIX(MultiAgent, AgentDoubleDQN)."""
 
     if_multi_agent = True
+    if_agent_rewards = False  # True: it learns a value per agent and can take each agent's own reward (MADDPG, MAPPO)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, *, num_agents: int, **hyperparameters):
         self.num_agents = num_agents  # before the networks are built
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
+        self.check_common_reward(self.common_reward)
+
+    @classmethod
+    def check_common_reward(cls, common_reward: bool):
+        if not (common_reward or cls.if_agent_rewards):
+            raise RefusedError(f"common_reward=False is not accepted: {cls.__name__} learns one value of the team's common "
+                               f"reward, the sum of the agents' rewards (EPyMARL's common_reward); AgentMADDPG, "
+                               f"AgentDiscreteMADDPG, AgentMAPPO and AgentDiscreteMAPPO learn from each agent's own reward")
+
+    def learned_reward(self, reward, info: dict):
+        """The team's reward, the sum of its agents' (the env's: AgentRun.MultiAgentEnv); for an agent with a value per
+        agent (if_agent_rewards), every agent's, (..., num_agents): its own (info["agent_rewards"]), or with
+        common_reward the sum for each."""
+        if not self.if_agent_rewards:
+            return reward
+        if self.common_reward:
+            return np.repeat(np.asarray(reward, np.float32)[..., None], self.num_agents, axis=-1)
+        if np.ndim(reward) == 0:
+            return np.asarray(info["agent_rewards"], np.float32)  # (num_agents,)
+        own = np.zeros((len(reward), self.num_agents), np.float32)  # a vector env's (N, num_agents)
+        # a copy whose episode ended reset in the same step: its step's info is the final one (final_info)
+        for step_info in (info, info.get("final_info", {})):
+            if "_agent_rewards" in step_info:
+                own[step_info["_agent_rewards"]] = step_info["agent_rewards"][step_info["_agent_rewards"]]
+        return own
 
 
-def without_state_norm(defaults: dict) -> dict:
-    """A team's states mix every agent's observations; their statistics are not one agent's (if_state_norm refused)."""
-    return {name: value for name, value in defaults.items() if name != "if_state_norm"}
+def team_defaults(defaults: dict, common_reward: bool) -> dict:
+    """An agent's hyperparameters as a team's: no if_state_norm (a team's states mix every agent's observations; their
+    statistics are not one agent's), and common_reward: True learns from the sum of the agents' rewards, False from
+    each agent's own (MultiAgent)."""
+    return {name: value for name, value in defaults.items() if name != "if_state_norm"} | dict(common_reward=common_reward)
 
 
 class AgentQMIX(MultiAgent, AgentDoubleDQN):
@@ -1762,7 +1797,7 @@ class AgentQMIX(MultiAgent, AgentDoubleDQN):
     net_keywords = ("if_noisy", "num_agents")
     # half DQN's learning rate, a quarter of its tau and an eighth of its updates (in batches four times as large): with
     # DQN's, Q_tot on simple_spread_v3 rose without bound after 30k steps (History/UPDATE_LOG.md, 2026-11-25)
-    hyper_defaults = without_state_norm(AgentDoubleDQN.hyper_defaults) | dict(learning_rate=5e-4, soft_update_tau=0.005)
+    hyper_defaults = team_defaults(AgentDoubleDQN.hyper_defaults, True) | dict(learning_rate=5e-4, soft_update_tau=0.005)
     train_defaults = AgentDoubleDQN.train_defaults | dict(batch_size=256, repeat_times=0.125)
     get_q_heads = AgentOffPolicy.get_q_heads  # Q_tot of the joint action taken (QMixNet.get_q_heads)
 
@@ -1781,14 +1816,22 @@ class AgentVDN(AgentQMIX):
 class AgentMADDPG(MultiAgent, AgentDDPG):
     """MADDPG (Lowe et al. arXiv:1706.02275) for continuous actions: decentralised actors that see their own
     observation (AgentNet.TeamActor), each with a centralised critic on every observation and action (TeamCritic)
-    that regresses onto its own target r + gamma * Q_i'(s', mu'(s')) (eq. 6); DDPG's exploration and warm-up."""
+    that regresses onto its own target r_i + gamma * Q_i'(s', mu'(s')) (eq. 6), r_i agent i's own reward (MultiAgent);
+    DDPG's exploration and warm-up."""
 
+    if_agent_rewards = True
     # a white warm-up: the team rows (README) were measured with it, and the particle envs reward no momentum
-    hyper_defaults = without_state_norm(AgentDDPG.hyper_defaults) | dict(random_beta=0.0)
+    hyper_defaults = team_defaults(AgentDDPG.hyper_defaults, False) | dict(random_beta=0.0)
     # QMIX's: an update of batch 256 per 8 steps; DDPG's one of 128 per step cost 4x the time on simple_spread_v3 and
     # scored lower (History/UPDATE_LOG.md, 2026-11-25). The paper's is one of 1024 per 100 steps.
     train_defaults = AgentDDPG.train_defaults | dict(batch_size=256, repeat_times=0.125)
     act_class, cri_class = TeamActor, TeamCritic
+
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Critic i regresses onto agent i's reward: the batch's rewards (B, num_agents), as (num_agents, B) beside the
+        critics' Q (TeamCritic)."""
+        state, action, reward, discount, next_state = batch
+        return super().get_obj_critic((state, action, reward.T, discount, next_state), weights)
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Agent i's actor ascends Q_i(s, a_1, ..., mu_i(o_i), ..., a_n), the other agents' actions as replayed
@@ -1807,10 +1850,13 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
 class AgentDiscreteMADDPG(AgentMADDPG):
     """MADDPG for discrete actions: each actor samples from a categorical policy while exploring and in the critics'
     target, and acts greedily in evaluation; its gradient passes through a straight-through Gumbel-softmax sample
-    (one-hot forward, softmax backward), the estimator the MADDPG paper uses for discrete actions (Jang et al.
-    arXiv:1611.01144). The critics take one-hot actions (AgentNet.TeamCriticDiscrete)."""
+    (one-hot forward, softmax backward; Jang et al. arXiv:1611.01144). The paper's code (openai/maddpg) fed the critics
+    the relaxed (soft) Gumbel-softmax sample itself and added 1e-3 times the mean squared logit to the actor's loss;
+    the critics here take one-hot actions (AgentNet.TeamCriticDiscrete), the actions the env receives, and the actor's
+    loss keeps that penalty (get_obj_actor)."""
 
     if_discrete = True
+    logits_penalty = 1e-3  # weight of the mean squared logit in the actor's loss, the paper's code's
     hyper_defaults = {name: value for name, value in AgentMADDPG.hyper_defaults.items()
                       if name not in ("explore_noise", "noise_beta", "random_beta")}  # it samples its policy
     act_class, cri_class = TeamActorDiscrete, TeamCriticDiscrete
@@ -1823,6 +1869,11 @@ class AgentDiscreteMADDPG(AgentMADDPG):
         policy that acts and that the actors' objective grades, not its greedy action (eq. 6)."""
         next_action = torch.distributions.Categorical(logits=self.act_target.get_logits(next_state)).sample()
         return self.cri_target(next_state, next_action)  # (num_agents, B)
+
+    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """MADDPG's objective plus logits_penalty * the mean squared logit: nothing else bounds the logits, which grow
+        until the softmax saturates and the straight-through gradient vanishes (History/UPDATE_LOG.md, 2026-11-26)."""
+        return super().get_obj_actor(batch) + self.logits_penalty * self.act.get_logits(batch[0]).square().mean()
 
     def get_team_actions(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         own = nn.functional.gumbel_softmax(self.act.get_logits(state), hard=True)  # (B, num_agents, action_dim)
@@ -1856,17 +1907,19 @@ class AgentQTRAN(AgentQMIX):
 
 class AgentMAPPO(MultiAgent, AgentPPO):
     """MAPPO (Yu et al. arXiv:2103.01955) for continuous actions: PPO for a team, one policy shared by every agent with
-    its index as input (AgentNet.TeamActorPPO), each agent's own clipped ratio on the team's advantage, from a
-    centralised V(s) of the team's state (TeamCriticValue) that learns standardised returns: value normalisation,
-    which the paper finds matters (section 4.1)."""
+    its index as input (AgentNet.TeamActorPPO), each agent's own clipped ratio on its own advantage, from a centralised
+    value of the team's state for each agent, V_i(s) (TeamCriticValue), of its own rewards (MultiAgent; the paper's
+    agent-specific global state, section 4.3, where their rewards differ), which learns standardised returns: value
+    normalisation, which the paper finds matters (section 4.1)."""
 
+    if_agent_rewards = True
     act_class, cri_class = TeamActorPPO, TeamCriticValue
-    hyper_defaults = without_state_norm(AgentPPO.hyper_defaults)
+    hyper_defaults = team_defaults(AgentPPO.hyper_defaults, False)
 
     def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
         """PPO's batch, its returns merged into the critic's running statistics before it regresses onto them."""
         batch = super().get_rollout_batch(buffer)
-        self.cri.value_norm.update(*merged_moments(batch[-1].unsqueeze(-1)))
+        self.cri.value_norm.update(*merged_moments(batch[-1]))  # every agent's returns, (T * N, num_agents)
         return batch
 
     def get_obj_critic(self, state: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
@@ -1877,7 +1930,7 @@ class AgentDiscreteMAPPO(AgentMAPPO, AgentDiscretePPO):
     """MAPPO with a categorical policy shared by the agents (AgentNet.TeamActorDiscretePPO)."""
 
     act_class = TeamActorDiscretePPO
-    hyper_defaults = without_state_norm(AgentDiscretePPO.hyper_defaults)
+    hyper_defaults = team_defaults(AgentDiscretePPO.hyper_defaults, False)
 
 
 class AgentCOMA(MultiAgent, AgentDiscreteVPG):
@@ -1888,7 +1941,7 @@ class AgentCOMA(MultiAgent, AgentDiscreteVPG):
 
     act_class, cri_class = TeamActorDiscretePPO, COMACritic
     if_cri_target = True
-    hyper_defaults = without_state_norm(AgentDiscreteVPG.hyper_defaults) | dict(soft_update_tau=0.01)
+    hyper_defaults = team_defaults(AgentDiscreteVPG.hyper_defaults, True) | dict(soft_update_tau=0.01)
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """The critic first (fit_critic on TD(lambda) returns), then one step of the actor on the whole rollout with
@@ -1901,8 +1954,7 @@ class AgentCOMA(MultiAgent, AgentDiscreteVPG):
             returns = buffer.get_advantages(q_taken, next_q, self.gamma, self.lambda_gae)[1]  # TD(lambda) returns
         state, action = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)
         obj_critic = self.fit_critic((state, action, returns.flatten()), batch_size, repeat_times)
-        log_prob, weight = self.get_proximal(state, action, buffer.log_probs.flatten(0, 1))
-        obj_actor = self.update_actor((state, action, log_prob, self.get_advantage(state, action) * weight))
+        obj_actor = self.update_actor((state, action, buffer.log_probs.flatten(0, 1), self.get_advantage(state, action)))
         return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
 
     def get_obj_critic(self, state: torch.Tensor, action: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:

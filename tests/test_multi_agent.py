@@ -8,11 +8,13 @@ from mpe2 import simple_speaker_listener_v4, simple_spread_v3
 from pettingzoo import ParallelEnv
 
 import AgentRun
+import AgentZoo
 from AgentNet import MonotonicMixer, QMixNet
 from AgentRun import Arguments, build_env, prepare_env, replay, resume, train_and_evaluate
 from AgentZoo import (AgentCOMA, AgentDiscreteMADDPG, AgentDiscreteMAPPO, AgentMADDPG, AgentMAPPO, AgentQMIX, AgentQTRAN,
                       AgentVDN, ReplayBuffer, RolloutBuffer)
 from envs import CLIMBING_GAME, MatrixGame
+from test_resume import assert_learned_state, assert_same, saves_and_restores  # noqa: F401 (a fixture)
 
 
 def test_the_team_is_one_gymnasium_env():
@@ -103,14 +105,36 @@ def test_a_teams_transitions_hold_every_agents_action():
     assert agent.random_action(4).shape == (4, 3)
 
 
+def untrained_greedy_actions(agent: str, game: MatrixGame) -> list[int]:
+    """The joint action a team's greedy policy takes before it learns, its networks built as the serial loop builds
+    them (build_learner: the run's seed, then the agent)."""
+    args = Arguments(agent=agent, env=game)
+    env_info = prepare_env(game)[1]
+    args.resolve(env_info)
+    torch.manual_seed(args.seed)
+    team = AgentRun.build_agent(args, env_info, device="cpu")
+    return team.select_action(np.ones(2, np.float32), deterministic=True).tolist()  # both observe 1
+
+
+def two_optima_away_from(action: int) -> MatrixGame:
+    """(a, a) pays 10 for the two actions a other than `action`, (action, action) 2, a mix 0: each agent's best action
+    is the one the other takes, and a team whose agent 0 keeps to `action` is at neither optimum."""
+    return MatrixGame(np.diag([2.0 if a == action else 10.0 for a in range(3)]))
+
+
 @pytest.mark.parametrize("agent, steps", [("AgentVDN", 4096), ("AgentQMIX", 4096), ("AgentDiscreteMAPPO", 8192),
                                           ("AgentCOMA", 8192)])
-def test_a_team_coordinates_on_one_of_two_optima(tmp_path, agent, steps):
-    # (0, 0) and (2, 2) pay 10, a mix of them 0: each agent's best action is the one the other takes
-    game = MatrixGame([[10, 0, 0], [0, 2, 0], [0, 0, 10]])
-    result = train_and_evaluate(Arguments(agent=agent, env=game, cwd=str(tmp_path), break_step=steps, eval_gap=0,
-                                          eval_times=1, target_return=10.0))
+def test_a_team_coordinates_on_one_of_two_optima(tmp_path, agent, steps, monkeypatch):
+    # the optima away from the untrained team's greedy play (on seed 0 MAPPO's and COMA's untrained agents both take
+    # action 0, which the game [[10, 0, 0], [0, 2, 0], [0, 0, 10]] rewarded with its optimum before any learning)
+    game = two_optima_away_from(untrained_greedy_actions(agent, MatrixGame(CLIMBING_GAME))[0])
+    settings = dict(agent=agent, env=game, break_step=steps, eval_gap=0, eval_times=1, target_return=10.0)
+    result = train_and_evaluate(Arguments(cwd=str(tmp_path / "learns"), **settings))
     assert result["if_solved"]
+    # the same run with every optimizer step a no-op: the untrained team reaches neither optimum
+    monkeypatch.setattr(AgentZoo, "optimizer_step", lambda optimizer, objective, clip_grad_norm=None: None)
+    frozen = train_and_evaluate(Arguments(cwd=str(tmp_path / "frozen"), **settings))
+    assert frozen["step"] >= steps and not frozen["if_solved"] and frozen["best_return"] < result["best_return"]
 
 
 # A random team returns -80 +- 23 (an 8-episode mean: +- 8). Seed 0, evaluated after every round, first reached
@@ -129,11 +153,16 @@ def test_learns_simple_spread(tmp_path, agent, steps, target):
 @pytest.mark.parametrize("agent, steps, settings", [
     ("AgentVDN", 1024, {}), ("AgentDiscreteMADDPG", 1024, {"random_steps": 512}), ("AgentQTRAN", 1024, {}),
     ("AgentDiscreteMAPPO", 2048, {}), ("AgentCOMA", 512, {})])
-def test_a_team_run_resumes_and_replays_as_a_gif(tmp_path, agent, steps, settings):
+def test_a_team_run_resumes_and_replays_as_a_gif(tmp_path, agent, steps, settings, saves_and_restores):
+    checkpoints, restored = saves_and_restores
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent=agent, env="simple_spread_v3", cwd=cwd, break_step=steps, eval_gap=0, **settings))
+    last_checkpoint = checkpoints[-1]
+    assert_learned_state(last_checkpoint)
     result = resume(cwd, break_step=2 * steps)
     assert result["step"] >= 2 * steps
+    assert len(restored) == 1  # the serial loop's learner, in this process
+    assert_same(last_checkpoint, restored[0])  # networks, targets, optimizers, value statistics, buffer, random draws
     shown = replay(cwd, episodes=2)
     assert shown["frames"] == 25 and (tmp_path / "run" / "replay.gif").exists()
 
@@ -234,24 +263,27 @@ def test_maddpg_actor_i_is_graded_by_critic_i_with_the_others_actions_as_replaye
 
 
 def test_maddpg_critic_i_regresses_onto_its_own_target():
+    """Each critic's target is its own agent's reward, (B, num_agents) in the batch, plus its own target Q."""
     agent = AgentMADDPG(16, 4, 2, device="cpu", num_agents=2)
     with torch.no_grad():
         for param in agent.cri.parameters():
             param.add_(torch.randn_like(param) * 0.1)
-    batch = (torch.randn(8, 8), torch.rand(8, 4) * 2 - 1, torch.randn(8), torch.full((8,), 0.99), torch.randn(8, 8))
+    batch = (torch.randn(8, 8), torch.rand(8, 4) * 2 - 1, torch.randn(8, 2), torch.full((8,), 0.99), torch.randn(8, 8))
     state, action, reward, discount, next_state = batch
     next_q = agent.cri_target(next_state, agent.act_target(next_state))  # (2, 8)
     q = agent.cri(state, action)
-    expected = sum(((q[i] - (reward + discount * next_q[i])) ** 2).mean() for i in range(2))
+    expected = sum(((q[i] - (reward[:, i] + discount * next_q[i])) ** 2).mean() for i in range(2))
     obj_critic, td_errors = agent.get_obj_critic(batch, torch.ones(()))
     assert torch.allclose(obj_critic, expected / 2)  # the mean over both agents' transitions
     assert td_errors.shape == (8,)
 
 
 def test_a_team_trains_in_the_multiprocess_loop(tmp_path):
+    # the untrained greedy team runs off: -168 at best over this run's evaluations with every optimizer step a no-op
+    # (-168 to -205 each); learning, -71 at the first (step 256), evaluated after every round (eval_gap 0)
     result = train_and_evaluate(Arguments(agent="AgentVDN", env="simple_spread_v3", cwd=str(tmp_path),
-                                          if_multiprocess=True, break_step=2048))
-    assert result["step"] >= 2048 and result["best_return"] > -200
+                                          if_multiprocess=True, break_step=2048, eval_gap=0))
+    assert result["step"] >= 2048 and result["best_return"] > -130
 
 
 def test_discrete_maddpg_acts_in_integers_and_grades_a_one_hot_that_carries_the_actors_gradient():
@@ -314,7 +346,7 @@ def test_qtran_objective_is_td_plus_the_two_factorisation_losses_with_q_jt_held_
     assert all(torch.allclose(g, param.grad) for g, param in zip(joint_grads, agent.cri.joint_net.parameters()))
 
 
-def test_mappo_shares_one_actor_and_weighs_each_agents_ratio_by_the_teams_advantage():
+def test_mappo_shares_one_actor_and_weighs_each_agents_ratio_by_its_own_advantage():
     torch.manual_seed(0)
     agent = AgentDiscreteMAPPO(16, 18, 5, device="cpu", num_agents=3)
     state = torch.randn(6, 54)
@@ -326,12 +358,31 @@ def test_mappo_shares_one_actor_and_weighs_each_agents_ratio_by_the_teams_advant
     buffer = RolloutBuffer()
     rollout = agent.explore_env(AgentRun.build_env("simple_spread_v3", num_envs=2)[0], 8)
     buffer.extend(*rollout)
+    with torch.no_grad():  # agent i's advantages from its own rewards and value V_i, before the values' statistics move
+        values, next_values = agent.cri(buffer.states), agent.cri(buffer.next_states)  # (8, 2, 3) each
+        own = buffer.get_advantages(values, next_values, agent.gamma, agent.lambda_gae)[0].flatten(0, 1)
     states, actions, log_probs, advantages, returns = agent.get_rollout_batch(buffer)
-    assert log_probs.shape == advantages.shape == (16, 3) and returns.shape == (16,)
-    assert torch.allclose(advantages[:, 0], advantages[:, 2])  # the policy that acted is the current one: weights 1
+    assert log_probs.shape == advantages.shape == returns.shape == (16, 3)  # every agent's own
+    assert buffer.rewards.shape == (8, 2, 3)
+    torch.testing.assert_close(advantages, (own - own.mean()) / (own.std() + 1e-8), atol=1e-4, rtol=1e-4)
+    # the actor's objective: each agent's own ratio, clipped to [0.8, 1.2], times its advantage (here one for all
+    # three), with the entropy bonus of each agent's policy; ratios chosen for two samples by three agents, the table
+    # worked by hand
+    # (the team's joint ratio, 0.825 and 0.675, would give 1.65 for each agent of the first and -0.8 of the second)
+    ratio = torch.tensor([[1.5, 0.5, 1.1], [1.5, 0.9, 0.5]])
+    team_advantage = torch.tensor([2.0, -1.0])
+    surrogate = torch.tensor([[2.4, 1.0, 2.2],  # min(r A, clip(r) A) with A = 2: 1.2 * 2, 0.5 * 2, 1.1 * 2
+                              [-1.5, -0.9, -0.8]])  # with A = -1: 1.5 * -1, 0.9 * -1, 0.8 * -1
+    all_log_probs = agent.act.get_log_probs(states[:2])  # (2, 3 agents, 5 actions)
+    own_log_prob = all_log_probs.gather(-1, actions[:2].unsqueeze(-1)).squeeze(-1)  # (2, 3)
+    entropy = -(all_log_probs.exp() * all_log_probs).sum(dim=-1)  # (2, 3)
+    obj_actor = agent.get_obj_actor((states[:2], actions[:2], own_log_prob.detach() - ratio.log(),
+                                     team_advantage.unsqueeze(1).expand(2, 3)))
+    assert agent.ratio_clip == 0.2 and agent.entropy_coef > 0
+    assert torch.allclose(obj_actor, -(surrogate + agent.entropy_coef * entropy).mean(), atol=1e-5)
     # value normalisation: the critic's statistics hold the returns it regresses onto, and it learns them standardised
-    assert torch.allclose(agent.cri.value_norm.mean.double(), returns.double().mean(), atol=1e-5)
-    normalised = (returns - returns.mean()) / returns.std(correction=0)
+    assert torch.allclose(agent.cri.value_norm.mean.double(), returns.double().mean(dim=0), atol=1e-5)  # each agent's
+    normalised = (returns - returns.mean(dim=0)) / returns.std(dim=0, correction=0)
     expected = ((agent.cri.get_normalized_value(states) - normalised) ** 2).mean()
     assert torch.allclose(agent.get_obj_critic(states, returns), expected, atol=1e-4)
     assert torch.allclose(agent.cri(states), agent.cri.get_normalized_value(states) * agent.cri.value_norm.std
