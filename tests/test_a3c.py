@@ -13,7 +13,7 @@ import torch
 from AgentRun import Arguments, read_run_state, resume, train_and_evaluate
 from AgentZoo import AgentA3C, AgentDiscreteA3C, new_adam, optimizer_step
 from test_multiprocess import ROOT, is_gone
-from test_resume import wait_for
+from test_resume import assert_learned_state, assert_same, saves_and_restores, wait_for  # noqa: F401 (a fixture)
 
 STATE_DIM, ACTION_DIM, LEARNING_RATE = 3, 1, 1e-3
 
@@ -76,15 +76,22 @@ def test_discrete_a3c_learns_cartpole(tmp_path):
     assert result["if_solved"], result
 
 
-def test_a3c_resumes_from_its_checkpoint(tmp_path):
+def test_a3c_resumes_from_its_checkpoint(tmp_path, saves_and_restores):
+    """The shared agent of the resumed run starts as the first session's checkpoint left it: networks, the shared
+    optimizers' statistics and the recorder's random draws."""
+    checkpoints, restored = saves_and_restores
     cwd = str(tmp_path / "run")
     first = train_and_evaluate(Arguments(agent="AgentA3C", env="Pendulum-v1", cwd=cwd, break_step=8192, eval_gap=0))
     assert first["stop_reason"] == "reached break_step 8192"
     saved = read_run_state(cwd)
     assert saved["step"] == first["step"] >= 8192 and saved["episodes"] > 0
+    last_checkpoint = checkpoints[-1]  # written at the stop, after the workers left
+    assert_learned_state(last_checkpoint)
     second = resume(cwd, break_step=16384)
     assert second["stop_reason"] == "reached break_step 16384" and second["step"] > first["step"]
     assert read_run_state(cwd)["episodes"] > saved["episodes"]
+    assert len(restored) == 1
+    assert_same(last_checkpoint, restored[0])
 
 
 def test_a_killed_worker_stops_the_run_with_an_error_and_no_orphans(tmp_path):

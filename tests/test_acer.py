@@ -5,6 +5,7 @@ import torch
 import AgentRun
 from AgentRun import Arguments, train_and_evaluate
 from AgentZoo import AgentACER, SegmentReplayBuffer, retrace_targets, trust_region_step
+from test_resume import assert_learned_state, assert_same, saves_and_restores  # noqa: F401 (a fixture)
 
 
 def test_retrace_targets_of_a_three_step_segment_with_an_episode_end():
@@ -53,15 +54,23 @@ def test_acer_refuses_a_box_action_space(tmp_path):
         train_and_evaluate(Arguments(agent="AgentACER", env="Pendulum-v1", cwd=str(tmp_path / "run")))
 
 
-def test_acer_run_resumes_with_its_replay(tmp_path):
+def test_acer_run_resumes_with_its_replay(tmp_path, saves_and_restores):
+    """The resumed learner starts from the saved replay's rollouts, networks (the average policy too), optimizer
+    statistics and random draws."""
+    checkpoints, restored = saves_and_restores
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentACER", env="CartPole-v1", cwd=cwd, break_step=2048, eval_gap=0,
                                  target_return=1e9))
     buffer = SegmentReplayBuffer(50_000)
     AgentRun.load_checkpoint(cwd, AgentACER(64, 4, 2, device="cpu"), buffer)
     assert len(buffer.rollouts) == 8  # 2048 steps in rollouts of 256
+    last_checkpoint = checkpoints[-1]
+    assert_learned_state(last_checkpoint)
+    assert "act_target" in last_checkpoint["agent"] and last_checkpoint["buffer"]["states"].shape[0] == 8
     result = AgentRun.resume(cwd, break_step=4096)
     assert result["stop_reason"] == "reached break_step 4096"
+    assert len(restored) == 1
+    assert_same(last_checkpoint, restored[0])
 
 
 def test_acer_reaches_target(tmp_path):

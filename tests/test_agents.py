@@ -104,6 +104,28 @@ def test_deterministic_actor_critic_td_target_by_hand(agent_class):
     assert torch.allclose(critic_objective(agent, (state, action, reward, discount, next_state)), expected)
 
 
+def test_td3_bootstraps_from_a_target_action_smoothed_by_clipped_noise():
+    """TD3 paper, eq. 14: next_q = min_j Q'_j(s', clip(mu'(s') + clip(eps, -noise_clip, noise_clip), -1, 1)),
+    eps ~ N(0, policy_noise^2). With mu'(s') = 0 the action the target critics value is the clipped noise itself:
+    P(|eps| > 0.3) = 2 (1 - Phi(0.3 / 0.4)) = 0.45 of its draws sit at +-0.3, and none beyond."""
+    torch.manual_seed(0)
+    agent = AgentTD3(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", policy_noise=0.4, noise_clip=0.3)
+    set_constant_output(agent.act_target.net[-1], [0.0] * ACTION_DIM)  # mu'(s') = tanh(0)
+    valued, get_q_heads = [], agent.cri_target.get_q_heads
+    agent.cri_target.get_q_heads = lambda state, action: valued.append(action) or get_q_heads(state, action)
+    next_state = torch.randn(4096, STATE_DIM)
+    next_q = agent.get_next_q(next_state)
+    noise, = valued
+    assert noise.shape == (4096, ACTION_DIM) and noise.abs().max() <= 0.3 + 1e-6
+    assert 0.42 < (noise.abs() > 0.3 - 1e-6).float().mean() < 0.48 and abs(noise.mean()) < 0.02
+    assert torch.equal(next_q, torch.min(*get_q_heads(next_state, noise)))
+    noiseless = torch.min(*get_q_heads(next_state, torch.zeros(4096, ACTION_DIM)))
+    assert not torch.allclose(next_q, noiseless)
+
+    agent.policy_noise = 0.0  # no smoothing: the target actor's own action
+    assert torch.equal(agent.get_next_q(next_state), noiseless) and torch.equal(valued[1], torch.zeros(4096, ACTION_DIM))
+
+
 def test_sac_td_target_subtracts_entropy_term():
     agent = AgentSAC(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu", gamma=GAMMA, alpha_init=0.5)
     state, reward, discount, next_state = hand_batch()

@@ -16,6 +16,7 @@ import torch.multiprocessing as mp
 from AgentRun import Arguments, prepare_env
 from AgentZoo import AgentInterSAC, AgentModSAC, AgentSAC, ReplayBuffer
 from test_multiprocess import ROOT
+from test_resume import assert_learned_state, assert_same
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
@@ -74,13 +75,16 @@ def test_ppo_with_two_ranks_learns_cartpole(tmp_path):
 
 
 def test_two_nodes_on_localhost_form_one_job_and_resume_from_rank_0(tmp_path):
-    """--nnodes=2, the several-machines path, simulated with two torchrun invocations on this one."""
+    """--nnodes=2, the several-machines path, simulated with two torchrun invocations on this one. Only rank 0 loads
+    the checkpoint; every rank of the resumed job starts from it (networks, targets and optimizer states) and ends
+    equal to rank 0, whose final checkpoint holds the same (tests/torchrun_agent_state.py saves each rank's agent)."""
     port, cwd = free_port(), tmp_path / "run"
 
-    def launch(*extra):
+    def launch(*extra, script="AgentRun.py"):
         return [subprocess.Popen(TORCHRUN + ["--nnodes=2", "--nproc_per_node=1", f"--node_rank={node}",
-                                             "--master_addr=127.0.0.1", f"--master_port={port}", "AgentRun.py",
-                                             *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                             "--master_addr=127.0.0.1", f"--master_port={port}", script,
+                                             *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=os.environ | {"AGENT_STATE_DIR": str(tmp_path)})
                 for node in (0, 1)]
 
     nodes = launch("agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}", "break_step=2048", "random_steps=1024",
@@ -89,11 +93,20 @@ def test_two_nodes_on_localhost_form_one_job_and_resume_from_rank_0(tmp_path):
     assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
     assert "rank 0 of 2" in outputs[0][0] and "rank 1 of 2" in outputs[1][0]
     assert "Stop: reached break_step 2048 at step 2048" in outputs[0][0], outputs[0][0]
+    load_parts = lambda names: {name: torch.load(cwd / "checkpoint" / f"{name}.pt", weights_only=True) for name in names}
+    saved = load_parts([name[:-3] for name in os.listdir(cwd / "checkpoint") if name not in ("run_state.pt", "buffer.pt")])
+    assert_learned_state({"agent": saved})
     port = free_port()
-    nodes = launch(f"resume={cwd}", "break_step=4096")
+    nodes = launch(f"resume={cwd}", "break_step=4096", script=os.path.join("tests", "torchrun_agent_state.py"))
     outputs = [node.communicate(timeout=300) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
     assert "resumed at step 2048" in outputs[0][0] and "Stop: reached break_step 4096 at step 4096" in outputs[0][0]
+    agents = {(rank, when): torch.load(tmp_path / f"rank{rank}_{when}.pt", weights_only=True)
+              for rank in (0, 1) for when in ("start", "end")}
+    assert_same(saved, agents[0, "start"], "rank 0 at the start")
+    assert_same(saved, agents[1, "start"], "rank 1 at the start")  # rank 0's checkpoint, not fresh weights
+    assert_same(agents[0, "end"], agents[1, "end"], "rank 1 at the end")
+    assert_same(load_parts(agents[0, "end"]), agents[0, "end"], "rank 0 at the end")
 
 
 def test_a_killed_rank_ends_the_job_with_an_error(tmp_path):

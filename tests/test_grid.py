@@ -42,6 +42,14 @@ def test_plot_of_a_directory_without_runs_is_refused(tmp_path):
         plot_runs([str(tmp_path / "empty")])
 
 
+def recorded_best(cwd: str) -> float:
+    """The best evaluation mean in cwd's recorder.csv, to the summary's one decimal."""
+    with open(os.path.join(cwd, "recorder.csv")) as f:
+        returns = [float(row["avg_return"]) for row in csv.DictReader(f)]
+    assert returns, cwd
+    return round(max(returns), 1)
+
+
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
     """Two agents by two seeds, one of them unfit for the env (DDPG on Discrete actions), two runs at a time."""
@@ -64,7 +72,9 @@ def test_grid_runs_each_combination_in_its_own_cwd_and_reports_failures(grid):
         rows = list(csv.DictReader(f))
     assert [(row["agent"], row["seed"]) for row in rows] == [("AgentDQN", "0"), ("AgentDQN", "1"), ("AgentDDPG", "0"),
                                                              ("AgentDDPG", "1")]  # the settings that vary, in order
-    assert all(row["solved"] == "False" and float(row["best_return"]) > 0 and not row["error"] for row in rows[:2])
+    assert all(row["solved"] == "False" and not row["error"] for row in rows[:2])
+    for name, row in zip(names[:2], rows[:2]):  # the best evaluation mean each run recorded
+        assert float(row["best_return"]) == recorded_best(os.path.join(grid_dir, name)) > 0, name
     assert all("AgentDDPG is for Box action spaces" in row["error"] for row in rows[2:])
     lines = out.stdout.splitlines()
     assert sum(line.startswith("[") and "/4] " in line for line in lines) == 4  # a progress line per finished run
@@ -82,7 +92,7 @@ def test_grid_started_again_skips_finished_runs_and_refuses_another_grid(grid):
     assert os.path.getmtime(os.path.join(finished, "recorder.csv")) == modified  # skipped
     with open(os.path.join(grid_dir, "agent=AgentDQN_seed=1", "stdout.txt")) as f:
         assert "resumed at step" in f.read()  # resumed from its checkpoint, not started over
-    assert len(rows) == 4 and rows[1]["best_return"] > 0
+    assert len(rows) == 4 and rows[1]["best_return"] == recorded_best(os.path.join(grid_dir, "agent=AgentDQN_seed=1")) > 0
     with pytest.raises(ValueError, match="holds another grid"):
         run_grid(grid_dir, ["agent=AgentDQN", "env=CartPole-v1", "seed=0,1,2"])
 

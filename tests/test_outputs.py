@@ -9,12 +9,16 @@ import shutil
 import subprocess
 import sys
 
+import gymnasium as gym
 import matplotlib.image
+import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, ROBOTICS_PREFIXES, Arguments, build_agent, parse_overrides,
-                      prepare_env, replay, train_and_evaluate)
+                      prepare_env, replay, run_episodes, train_and_evaluate)
+from AgentZoo import AgentDiscretePPO
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -35,7 +39,9 @@ def test_short_run_writes_config_recorder_actor_and_one_plot(short_run):
     assert config["agent"] == "AgentDiscretePPO" and config["num_envs"] == 8 and config["eval_times"] == 2
     with open(cwd / "recorder.csv") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["step", "seconds", "avg_return", "std_return", "explore_return", "obj_critic", "obj_actor"]
+    assert rows[0] == ["step", "seconds", "avg_return", "std_return", "explore_return", "obj_critic", "obj_actor",
+                       "clip_fraction_start", "clip_fraction"]
+    assert all(float(row[7]) == 0.0 and 0.0 <= float(row[8]) < 1.0 for row in rows[1:])  # every round starts at ratio 1
     assert [int(row[0]) for row in rows[1:]] == [2048, 4096, 6144]  # one row per evaluation
     assert (cwd / "actor.pt").is_file()
 
@@ -78,6 +84,15 @@ def test_replay_writes_a_gif_and_reports_returns(short_run):
     cwd, _ = short_run
     result = replay(str(cwd), episodes=2)
     assert result["frames"] > 1 and 0 < result["avg_length"] <= 500
+    # the evaluation episodes of actor.pt on CartPole-v1 envs seeded as replay seeds them (the run's seed + i): one
+    # reward per step, and the GIF one frame per step of the first
+    agent = AgentDiscretePPO(json.loads((cwd / "config.json").read_text())["net_dim"], 4, 2, device="cpu")
+    agent.act.load_state_dict(torch.load(cwd / "actor.pt", weights_only=True))
+    envs = [gym.make("CartPole-v1") for _ in range(2)]
+    for seed, env in enumerate(envs):
+        env.reset(seed=seed)
+    lengths = [length for _, length, _ in run_episodes(envs, agent)]
+    assert result["avg_length"] == result["avg_return"] == np.mean(lengths) and result["frames"] == lengths[0]
     with Image.open(result["gif"]) as gif:
         assert gif.n_frames > 1
 

@@ -1,4 +1,5 @@
 """Checkpoints and resume (serial loop): a kill loses at most the work since the last checkpoint."""
+import copy
 import csv
 import json
 import math
@@ -51,12 +52,104 @@ def fresh_sac_and_buffer():
     return agent, ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
 
 
+def run_snapshot(agent, buffer) -> dict:
+    """Copies of what a resumed run must start from: every part of the agent a checkpoint holds (networks, targets,
+    optimizer states with Adam's moments, extra tensors), the buffer's stored part (None: no buffer, or none saved),
+    and the next draws of torch's generator, taken from a copy of its state so that the run draws as it would have."""
+    rng = torch.get_rng_state()
+    draws = torch.rand(8)
+    torch.set_rng_state(rng)
+    parts = {name: copy.deepcopy(part.state_dict()) if hasattr(part, "state_dict") else part.detach().clone()
+             for name, part in agent.parts().items()}
+    return {"agent": parts, "buffer": copy.deepcopy(buffer.state_dict()) if hasattr(buffer, "state_dict") else None,
+            "draws": draws}
+
+
+def assert_same(saved, restored, where: str = "run"):
+    """Equal tensors (same shape and values), containers and numbers, everywhere in two snapshots."""
+    if isinstance(saved, torch.Tensor):
+        assert isinstance(restored, torch.Tensor) and saved.shape == restored.shape, where
+        assert torch.equal(saved.cpu(), restored.cpu()), where
+    elif isinstance(saved, dict):
+        assert isinstance(restored, dict) and saved.keys() == restored.keys(), (where, saved.keys(), restored.keys())
+        for key in saved:
+            assert_same(saved[key], restored[key], f"{where}[{key!r}]")
+    elif isinstance(saved, (list, tuple)):
+        assert isinstance(restored, (list, tuple)) and len(saved) == len(restored), where
+        for i, (item, restored_item) in enumerate(zip(saved, restored)):
+            assert_same(item, restored_item, f"{where}[{i}]")
+    else:
+        assert saved == restored, (where, saved, restored)
+
+
+def assert_learned_state(snapshot: dict):
+    """The snapshot is of an agent that has taken optimizer steps: every Adam's moments exist, not all zero."""
+    names = [name for name in snapshot["agent"] if name.endswith("optimizer")]
+    assert "cri_optimizer" in names, names
+    for name in names:
+        moments = [state["exp_avg"] for state in snapshot["agent"][name]["state"].values()]
+        assert moments and any(moment.abs().sum() > 0 for moment in moments), name
+
+
+@pytest.fixture
+def saves_and_restores(monkeypatch):
+    """Snapshots (run_snapshot) taken in this process as each checkpoint is written (saved), and as each resumed run
+    has restored its learner from one (restored: right after start_state with an agent, which loads the checkpoint's
+    networks, optimizers and buffer and sets the RNG states). A child process's are not seen."""
+    saved, restored = [], []
+    save_checkpoint_, start_state_ = AgentRun.save_checkpoint, AgentRun.start_state
+
+    def save_and_record(cwd, agent, buffer, run_state):
+        saved.append(run_snapshot(agent, buffer))  # the RNG state run_state["rng"] holds: nothing drew since
+        save_checkpoint_(cwd, agent, buffer, run_state)
+
+    def start_and_record(args, agent=None, buffer=None):
+        run_state = start_state_(args, agent, buffer)
+        if agent is not None and args.if_resume:
+            restored.append(run_snapshot(agent, buffer))
+        return run_state
+
+    monkeypatch.setattr(AgentRun, "save_checkpoint", save_and_record)
+    monkeypatch.setattr(AgentRun, "start_state", start_and_record)
+    return saved, restored
+
+
+@pytest.mark.parametrize("agent, extra", [("AgentSAC", dict(break_step=768, random_steps=256)),  # replay, alpha
+                                           ("AgentDiscretePPO", dict(break_step=4096))])  # no buffer in the checkpoint
+def test_a_resumed_run_starts_from_the_saved_networks_optimizers_buffer_and_random_draws(agent, extra, tmp_path,
+                                                                                           saves_and_restores):
+    saved, restored = saves_and_restores
+    cwd = str(tmp_path / "run")
+    env = "Pendulum-v1" if agent == "AgentSAC" else "CartPole-v1"
+    train_and_evaluate(Arguments(agent=agent, env=env, cwd=cwd, eval_gap=0, target_return=1e9, if_multiprocess=False,
+                                 **extra))
+    assert restored == [] and saved
+    last_saved = saved[-1]
+    assert_learned_state(last_saved)
+    if agent == "AgentSAC":
+        assert last_saved["buffer"]["cur_len"] == 768 and "log_alpha" in last_saved["agent"]
+    AgentRun.resume(cwd, break_step=2 * extra["break_step"])
+    assert len(restored) == 1
+    assert_same(last_saved, restored[0])  # what the first session's last checkpoint held, the second starts from
+
+
+def checkpoint_step(cwd: str) -> int:
+    """The step of cwd's checkpoint; -1 while it has none, or while the one it has is being replaced as this reads."""
+    try:
+        return AgentRun.read_run_state(cwd)["step"]
+    except (FileNotFoundError, ValueError):
+        return -1
+
+
 def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
     cwd = str(tmp_path / "run")
-    proc = start_run(cwd, "save_gap=0.5")
-    wait_for(os.path.join(cwd, "recorder.csv"))  # learning has started
-    # a random moment after a checkpoint of the learning run, before it reaches the target (about 1.7 s on here)
-    time.sleep(random.uniform(0.6, 1.2))
+    # a run that would not stop by itself, killed once a checkpoint holds its 4th learning round (steps 10_240, 10_496,
+    # 10_752, 11_008: random actions before 10_000); checkpoints every 0.5 s, so rows written after one are undone
+    proc = start_run(cwd, "save_gap=0.5", "target_return=1e9", "break_step=100000000")
+    deadline = time.time() + 120
+    while checkpoint_step(cwd) < 11_008:
+        assert time.time() < deadline and proc.poll() is None, "no checkpoint of the 4th learning round"
+        time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
@@ -65,10 +158,11 @@ def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
     agent, buffer = fresh_sac_and_buffer()
     run_state = load_checkpoint(cwd, agent, buffer)
     saved_step, saved_rows = run_state["step"], len(run_state["evaluator"]["history"])
-    assert saved_step > 0 and buffer.cur_len == saved_step  # every explored transition is in the saved buffer
+    assert saved_step >= 11_008 and saved_rows >= 4 and buffer.cur_len == saved_step  # every explored transition
     assert torch.isfinite(buffer.states[:buffer.cur_len]).all()
 
-    out = subprocess.run([sys.executable, "AgentRun.py", f"resume={cwd}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "AgentRun.py", f"resume={cwd}", "target_return=-200", "break_step=30000"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert f"resumed at step {saved_step}" in out.stdout
     assert "Stop: reached target_return -200.0" in out.stdout

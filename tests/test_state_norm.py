@@ -1,12 +1,16 @@
 """Observation normalisation: AgentNet.StateNorm's running statistics, the same in every network of an agent, saved
 with the actor, untouched by evaluation, carried by checkpoints and merged over data-parallel ranks."""
+import json
 import os
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+import AgentRun
 from AgentNet import StateNorm
 from AgentRun import Arguments, replay, resume, train_and_evaluate
 from AgentZoo import AgentACER, AgentC51, AgentD3QN, AgentDiscretePPO, AgentPPO, AgentSAC, AgentTD3, AgentTRPO
@@ -88,7 +92,21 @@ def test_evaluation_leaves_the_statistics_and_a_resume_carries_them(tmp_path):
     resume(cwd, break_step=4096)
     checkpoint_actor = torch.load(os.path.join(cwd, "checkpoint", "act.pt"), weights_only=True)
     assert checkpoint_actor["state_norm.count"] == 4096
-    assert replay(cwd, episodes=1)["avg_return"] > 0  # replay builds the actor with its StateNorm from config.json
+    # replay builds the actor with its StateNorm from config.json: it plays the episodes of actor.pt with its statistics
+    # on envs seeded as replay seeds them (the run's seed + i), which the actor without them plays otherwise
+    shown = replay(cwd, episodes=2)
+    actor = torch.load(os.path.join(cwd, "actor.pt"), weights_only=True)
+    with open(os.path.join(cwd, "config.json")) as f:
+        net_dim = json.load(f)["net_dim"]
+    returns = {}
+    for if_state_norm in (True, False):
+        agent = AgentDiscretePPO(net_dim, 4, 2, device="cpu", if_state_norm=if_state_norm)
+        agent.act.load_state_dict(actor, strict=if_state_norm)
+        envs = [gym.make("CartPole-v1") for _ in range(2)]
+        for i, env in enumerate(envs):
+            env.reset(seed=i)
+        returns[if_state_norm] = float(np.mean([episode[0] for episode in AgentRun.run_episodes(envs, agent)]))
+    assert shown["avg_return"] == returns[True] != returns[False], (shown, returns)
 
 
 def test_the_multiprocess_learner_sends_the_statistics_to_the_explorer(tmp_path):
@@ -98,6 +116,37 @@ def test_the_multiprocess_learner_sends_the_statistics_to_the_explorer(tmp_path)
     checkpoint_actor = torch.load(os.path.join(cwd, "checkpoint", "act.pt"), weights_only=True)
     assert checkpoint_actor["state_norm.count"] == result["step"]
     assert checkpoint_actor["state_norm.std"][2] > 1  # Pendulum's angular velocity spans [-8, 8]
+
+
+def test_the_explorer_acts_with_the_statistics_of_the_weights_it_receives(tmp_path):
+    """An explorer process (AgentRun.explorer_process, forked as the multiprocess loop starts it) given the learner's
+    actor with statistics far from the identity: the log-probs it records are those of that actor, statistics
+    included, of the actions it took; an actor without them would have recorded others."""
+    args = Arguments(agent="AgentPPO", env="Pendulum-v1", if_state_norm=True, if_multiprocess=True, target_step=128,
+                     num_envs=2, start_method="fork", cwd=str(tmp_path / "run"))
+    env_info = AgentRun.prepare_env(args.env)[1]
+    args.resolve(env_info)
+    torch.manual_seed(0)
+    learner = AgentRun.build_agent(args, env_info, device="cpu")
+    learner.update_state_norm(torch.randn(1000, STATE_DIM) * 4.0 + 10.0)  # mean 10, std 4: nothing like the raw states
+    with torch.no_grad():
+        learner.act.net[-1].weight.mul_(100.0)  # a mean action that follows the (standardised) state, as after learning
+    channels, (explorer, *_), _ = AgentRun.build_children(args, env_info, step=0)
+    explorer.start()
+    try:
+        AgentRun.put_newest(channels.weights[0], AgentRun.cpu_state_dict(learner.act))
+        (states, actions, log_probs, *_), _ = channels.trajectories[0].get(timeout=120)
+    finally:
+        channels.stop.set()
+        explorer.join(timeout=30)
+        if explorer.is_alive():
+            explorer.kill()
+    assert states.shape == (64, 2, STATE_DIM) and log_probs.shape == (64, 2)
+    with torch.no_grad():
+        torch.testing.assert_close(learner.act.get_log_prob_entropy(states, actions)[0], log_probs)
+        without_statistics = AgentPPO(learner.net_dim, STATE_DIM, 1, device="cpu")
+        without_statistics.act.load_state_dict(learner.act.state_dict(), strict=False)
+        assert not torch.allclose(without_statistics.act.get_log_prob_entropy(states, actions)[0], log_probs, atol=0.1)
 
 
 def merge_own_states(rank: int, world: int, init_file: str, results):
