@@ -1064,7 +1064,7 @@ def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | R
             return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
                                          num_envs=args.num_envs * args.num_workers,  # a round's env copies
                                          reward_scale=args.reward_scale, gamma=args.gamma)
-        num_rewards = env_info.num_agents if args.agent.if_multi_agent and args.agent.if_agent_rewards else 1
+        num_rewards = env_info.num_agents if args.agent.if_agent_rewards else 1
         return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents,
                                                                           num_rewards=num_rewards)
     if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
@@ -1232,14 +1232,11 @@ def train_serial(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluato
 
 def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
     """Explorers (num_workers) and a learner in processes of their own; this process records. Each explorer steps its
-    env(s) with a CPU copy of the actor. An off-policy explorer takes the newest weights without waiting for them, so
-    it collects the next round while the learner trains on the last (its weights one to three rounds old); an
-    on-policy one waits for the weights trained on its last rollout, so that every round is learned from the policy
-    that acted (PPO's ratio starts at 1; weights a round old clipped PPO around a stale policy: History/UPDATE_LOG.md,
-    2026-11-26), and evaluation overlaps the rounds. A round is one trajectory of each explorer, target_step steps in
-    all, which the learner takes as one of num_envs * num_workers env copies (merge_trajectories). The learner owns the
-    buffer and the networks, on cuda when there is one, and writes checkpoints. A child that raises or dies stops the run with an
-    error naming it; Ctrl-C or a `stop` file stops it cleanly."""
+    env(s) with a CPU copy of the actor (explorer_process: on-policy rounds wait for their weights, off-policy ones
+    do not). A round is one trajectory of each explorer, target_step steps in all, which the learner takes as one of
+    num_envs * num_workers env copies (merge_trajectories). The learner owns the buffer and the networks, on cuda when
+    there is one, and writes checkpoints. A child that raises or dies stops the run with an error naming it; Ctrl-C or
+    a `stop` file stops it cleanly."""
     run_state = start_state(args)
     step = run_state["step"]
     channels, explorers, learner = build_children(args, env_info, step)
@@ -1500,6 +1497,11 @@ def new_returns(env, episodes_seen: int) -> list[float]:
 
 
 def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int, worker: int):
+    """An off-policy explorer takes the newest weights every REFRESH_STEPS steps without waiting, so it collects the
+    next round while the learner trains on the last (its weights one to three rounds old). An on-policy one acts a round
+    with one set of weights and waits for the weights trained on it, so that every round is learned from the policy that
+    acted (PPO's ratio starts at 1; weights a round old clipped PPO around a stale policy: History/UPDATE_LOG.md,
+    2026-11-26); the recorder's evaluation still overlaps the rounds."""
     agent, env = build_worker(args, env_info, start_step, worker)
     horizon = max(1, args.target_step // (args.num_envs * args.num_workers))
     weights_queue, trajectories = channels.weights[worker], channels.trajectories[worker]
@@ -1509,21 +1511,21 @@ def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, sta
         return
     agent.act.load_state_dict(weights)
     episodes_sent, step = 0, start_step  # step: of all the workers, which explore in step (a round is one of each)
+    if_wait = not args.agent.if_off_policy  # for the weights trained on its last rollout
+    chunk_steps = horizon if if_wait else REFRESH_STEPS
     while True:
         chunks = []
-        # off-policy: the newest weights every REFRESH_STEPS steps; on-policy: the round's weights throughout
-        chunk_steps = REFRESH_STEPS if args.agent.if_off_policy else horizon
         for chunk_start in range(0, horizon, chunk_steps):
             chunks.append(explore(agent, env, min(chunk_steps, horizon - chunk_start), args, step))
             step += min(chunk_steps, horizon - chunk_start) * args.num_envs * args.num_workers
-            weights = receive(weights_queue, channels.stop) if args.agent.if_off_policy else None
+            weights = None if if_wait else receive(weights_queue, channels.stop)  # the newest, if any came since
             if weights is not None:
                 agent.act.load_state_dict(weights)
         trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
         returns, episodes_sent = new_returns(env, episodes_sent), episode_count(env)
         if not put_until_stopped(trajectories, (trajectory, returns), channels.stop) or is_stopping(channels.stop):
             break
-        if not args.agent.if_off_policy:  # the weights trained on this rollout: the next round's ratio starts at 1
+        if if_wait:
             weights = get_until_stopped(weights_queue, channels.stop)
             if weights is None:
                 break

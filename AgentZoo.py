@@ -214,7 +214,7 @@ class ReplayBuffer:
     where the episode truly ended (gymnasium's `terminated`); a time-limit truncation keeps gamma^k, so that
     transition still bootstraps from its next state. Each transition stands alone: nothing spans two of them.
     A multi-agent team's transition (num_agents > 1) holds every agent's state and action side by side, and every
-    agent's own reward where its agents learn from their own (num_rewards = num_agents: MultiAgent.if_agent_rewards).
+    agent's own reward where its agents learn from their own (num_rewards = num_agents: if_agent_rewards).
     """
 
     def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1,
@@ -560,6 +560,7 @@ class AgentBase:
     if_state_norm = False
     if_multi_agent = False  # True: a team's agent (MultiAgent), num_agents of them on a PettingZoo env
     num_agents = 1
+    if_agent_rewards = False  # True: a team's agent with a value per agent, which can learn each agent's own reward
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -1747,7 +1748,6 @@ class MultiAgent:
     class AgentQMIX(MultiAgent, AgentDoubleDQN)."""
 
     if_multi_agent = True
-    if_agent_rewards = False  # True: it learns a value per agent and can take each agent's own reward (MADDPG, MAPPO)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, *, num_agents: int, **hyperparameters):
         self.num_agents = num_agents  # before the networks are built

@@ -367,8 +367,7 @@ def test_mappo_shares_one_actor_and_weighs_each_agents_ratio_by_its_own_advantag
     torch.testing.assert_close(advantages, (own - own.mean()) / (own.std() + 1e-8), atol=1e-4, rtol=1e-4)
     # the actor's objective: each agent's own ratio, clipped to [0.8, 1.2], times its advantage (here one for all
     # three), with the entropy bonus of each agent's policy; ratios chosen for two samples by three agents, the table
-    # worked by hand
-    # (the team's joint ratio, 0.825 and 0.675, would give 1.65 for each agent of the first and -0.8 of the second)
+    # worked by hand (the team's joint ratio, 0.825 and 0.675, would give 1.65 for each agent of the first and -0.8 of the second)
     ratio = torch.tensor([[1.5, 0.5, 1.1], [1.5, 0.9, 0.5]])
     team_advantage = torch.tensor([2.0, -1.0])
     surrogate = torch.tensor([[2.4, 1.0, 2.2],  # min(r A, clip(r) A) with A = 2: 1.2 * 2, 0.5 * 2, 1.1 * 2
