@@ -180,8 +180,6 @@ class Arguments:
         for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and getattr(self, name) is None:
                 setattr(self, name, value)
-        if agent_class.if_multi_agent:
-            agent_class.check_common_reward(self.common_reward)
         if self.target_return is None:
             self.target_return = env_info.target_return
         if self.cwd is None:
@@ -296,6 +294,8 @@ class Arguments:
             kinds, value = typing.get_args(field.type) or (field.type,), getattr(self, field.name)
             if int in kinds and float not in kinds and value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise RefusedError(f"{field.name}={value!r} is not accepted: {field.name} must be an integer")
+        if self.agent.if_multi_agent:  # VDN, QMIX, QTRAN, COMA: a common reward only
+            self.agent.check_common_reward(self.common_reward)
 
     def to_dict(self) -> dict:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
