@@ -1,9 +1,16 @@
-"""Train an agent: `python AgentRun.py` runs run__demo(); `python AgentRun.py key=value ...` overrides
-Arguments fields, e.g. `python AgentRun.py agent=AgentSAC env=Pendulum-v1 break_step=20000 cwd=/tmp/run seed=1`.
+"""Train an agent: `python AgentRun.py` runs run__demo(); `python AgentRun.py key=value ...` overrides Arguments
+fields, e.g. `python AgentRun.py agent=AgentSAC env=Pendulum-v1 break_step=20000 cwd=/tmp/run seed=1`.
 
-Contents, in dependency order: arguments; environment; evaluator and recorder; checkpoints;
-loop building blocks; train_and_evaluate with its serial body; the multiprocess body; outputs (replay, GIF);
-entry points (resume, run__demo, main).
+Contents, in this order:
+- the user's surface: run__demo and run__off_policy_demo (edit the arguments there), Arguments;
+- the round, written once: Explorer (explores), Learner (learns and checkpoints), Recorder (evaluates and decides
+  the stop), with the Evaluator that writes recorder.csv, actor.pt and the plot;
+- environments (prepare_env, build_env) and checkpoints (save_checkpoint, start_state);
+- the loops, which differ only in how the three roles talk: train_serial (one process, the reference),
+  train_multiprocess (explorer and learner processes, queues), train_async (A3C's workers, shared memory),
+  train_distributed (torchrun's data-parallel learners, all_reduce); train_and_evaluate picks one;
+- optional env adapters: goal envs (gymnasium-robotics), PettingZoo's parallel envs (mpe2);
+- tools: replay and its GIF, a grid of runs, the comparison plot; main, the command line.
 """
 import concurrent.futures
 import contextlib
@@ -23,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import traceback
@@ -41,7 +49,20 @@ from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer,
                       RolloutBuffer, SegmentReplayBuffer, load_weights)
 
 
-# ---- arguments ----
+# ---- the user's surface: the demos, the run's arguments ----
+
+
+def run__demo(**overrides) -> dict:
+    """PPO on LunarLanderContinuous-v3 until it is solved: of the library's defaults, the agent that solves this task
+    fastest on every seed on a 2-core CPU (BENCHMARKS.md). Edit the arguments here; returns how the run stopped."""
+    args = Arguments(agent="AgentPPO", env="LunarLanderContinuous-v3", seed=0)
+    return train_and_evaluate(dataclasses.replace(args, **overrides))
+
+
+def run__off_policy_demo(**overrides) -> dict:
+    """An off-policy agent, SAC, on the same task: a replay buffer, one process (train_serial)."""
+    args = Arguments(agent="AgentSAC", env="LunarLanderContinuous-v3", seed=0)
+    return train_and_evaluate(dataclasses.replace(args, **overrides))
 
 
 class MissingRunError(RefusedError, FileNotFoundError):
@@ -146,7 +167,19 @@ class Arguments:
         raise RefusedError(f"unknown agent {self.agent!r}; AgentZoo has {', '.join(AGENT_CLASSES)}")
 
     def resolve(self, env_info: "EnvInfo"):
-        """Fill the fields left at None from the agent and the environment and check every value; writes nothing."""
+        """Fill the fields left at None and check every value; writes nothing. Under torchrun its own checks come first,
+        on the values as given (check_torchrun); the loop is chosen last, from what the user asked (choose_loop)."""
+        self.agent = self.agent_for(env_info)
+        if torchrun_world() is not None:
+            check_torchrun(self)
+        self.fill_defaults(env_info)
+        self.check_values()
+        self.check_options(env_info)
+        self.choose_loop()
+
+    def agent_for(self, env_info: "EnvInfo") -> type:
+        """The agent class, refused (naming the ones that suit) for an env of another kind: a team's or one agent's,
+        Discrete or Box actions."""
         agent_class = self.get_agent_class()
         if agent_class.if_multi_agent != env_info.if_multi_agent:
             suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_multi_agent == env_info.if_multi_agent
@@ -162,37 +195,33 @@ class Arguments:
             raise RefusedError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
                                f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                                f"use one of {', '.join(suitable)}")
-        self.agent = agent_class
-        if torchrun_world() is not None:
-            self.check_data_parallel()
-        if_serial_asked = self.if_multiprocess is False  # by the user: the agent's default fills it below
-        own_settings = agent_settings(agent_class)
-        for name in sorted(AGENT_KNOBS - set(own_settings)):  # set for an agent that would quietly ignore it
+        return agent_class
+
+    def fill_defaults(self, env_info: "EnvInfo"):
+        """Every field left at None from the agent (train_defaults, hyper_defaults) or the env (target_return, cwd), but
+        if_multiprocess, which choose_loop decides; refuses a setting of other agents that this one would ignore."""
+        own_settings = agent_settings(self.agent)
+        for name in sorted(AGENT_KNOBS - set(own_settings)):
             if getattr(self, name) is not None:
                 users = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if name in agent_settings(cls))
-                raise RefusedError(f"{name}={getattr(self, name)!r} is not accepted: {agent_class.__name__} has no "
-                                   f"{name} (only {users} have it); {agent_class.__name__}'s own settings are "
+                raise RefusedError(f"{name}={getattr(self, name)!r} is not accepted: {self.agent.__name__} has no "
+                                   f"{name} (only {users} have it); {self.agent.__name__}'s own settings are "
                                    f"{', '.join(sorted(own_settings))}")
         if self.her_k is None and "her_k" in own_settings and not env_info.goal_dim:  # relabelling needs goals
             self.her_k = 0
         if self.if_noisy and self.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
             self.explore_rate = 0.0
         for name, value in own_settings.items():
-            if name in ARGUMENT_NAMES and getattr(self, name) is None:
+            if name in ARGUMENT_NAMES and name != "if_multiprocess" and getattr(self, name) is None:
                 setattr(self, name, value)
         if self.target_return is None:
             self.target_return = env_info.target_return
         if self.cwd is None:
-            self.cwd = f"./{agent_class.__name__}_{env_info.env_name}_{self.seed}"
-        self.check_values()
-        if agent_class.if_async and if_serial_asked:
-            raise RefusedError(f"if_multiprocess=False is not accepted: {agent_class.__name__} learns in num_workers "
-                               f"processes of its own (train_async); pass if_multiprocess=True, or leave it None")
-        if self.num_workers > 1 and if_serial_asked:
-            raise RefusedError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the explorers "
-                               f"are processes of a multiprocess run; pass if_multiprocess=True (or leave it None), or "
-                               f"num_workers=1")
-        self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
+            self.cwd = f"./{self.agent.__name__}_{env_info.env_name}_{self.seed}"
+
+    def check_options(self, env_info: "EnvInfo"):
+        """The settings a number's range does not decide: the start method, TensorBoard's package, hindsight's env and
+        a break_step past the random warm-up."""
         if self.start_method not in (None, *mp.get_all_start_methods()):
             raise RefusedError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
         if self.if_tensorboard:
@@ -203,33 +232,24 @@ class Arguments:
                                    "without it, recorder.csv and the plot hold the same numbers") from None
         if self.her_k:
             self.check_hindsight(env_info)
-        if agent_class.if_off_policy and self.break_step <= self.random_steps:
-            raise RefusedError(f"break_step={self.break_step} is not accepted: {agent_class.__name__} explores at random "
+        if self.agent.if_off_policy and self.break_step <= self.random_steps:
+            raise RefusedError(f"break_step={self.break_step} is not accepted: {self.agent.__name__} explores at random "
                                f"for its first random_steps={self.random_steps} steps and learns only after them; "
                                f"pass a break_step above random_steps, or a smaller random_steps")
 
-    def check_data_parallel(self):
-        """Under torchrun every rank runs train_distributed's loop: one process, plain gradient steps."""
-        name, world = self.agent.__name__, torchrun_world()[1]
-        if not self.agent.if_data_parallel:
-            parallel = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if cls.if_data_parallel)
-            raise RefusedError(f"{name} is not accepted under torchrun: its steps are not plain gradient steps that the "
-                               f"ranks could average (a line search, Fisher factors, or A3C's own workers); use one of "
-                               f"{parallel}, or python AgentRun.py")
-        if self.if_multiprocess or (self.num_workers or 1) > 1:
-            raise RefusedError(f"if_multiprocess={self.if_multiprocess}, num_workers={self.num_workers} is not accepted "
-                               f"under torchrun: each rank is one learner that explores in its own process; leave "
-                               f"if_multiprocess and num_workers at None, or run python AgentRun.py")
-        self.if_multiprocess = False
-        batch_size = self.batch_size if self.batch_size is not None else self.agent.train_defaults.get("batch_size")
-        if batch_size is not None and batch_size % world:
-            raise RefusedError(f"batch_size={batch_size} is not accepted with {world} ranks: each rank takes "
-                               f"batch_size / world size samples of every batch; pass a multiple of {world}")
-        if self.dist_backend not in (None, "gloo", "nccl"):
-            raise RefusedError(f"dist_backend={self.dist_backend!r} is not accepted: 'gloo', 'nccl' or None")
-        if self.dist_backend == "nccl" and not torch.cuda.is_available():
-            raise RefusedError("dist_backend='nccl' is not accepted: NCCL needs CUDA, and torch sees no GPU here; "
-                               "pass dist_backend='gloo' (or None, which picks gloo without CUDA)")
+    def choose_loop(self):
+        """if_multiprocess as the user asked it (None: the agent's default, the loop measured faster for it), True
+        wherever num_workers > 1; an asked serial loop is refused for an agent that cannot run in one."""
+        if self.if_multiprocess is False and self.agent.if_async:
+            raise RefusedError(f"if_multiprocess=False is not accepted: {self.agent.__name__} learns in num_workers "
+                               f"processes of its own (train_async); pass if_multiprocess=True, or leave it None")
+        if self.if_multiprocess is False and self.num_workers > 1:
+            raise RefusedError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the explorers "
+                               f"are processes of a multiprocess run; pass if_multiprocess=True (or leave it None), or "
+                               f"num_workers=1")
+        if self.if_multiprocess is None:
+            self.if_multiprocess = agent_settings(self.agent).get("if_multiprocess", False)
+        self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
 
     def check_hindsight(self, env_info: "EnvInfo"):
         """HindsightReplayBuffer relabels one-step transitions of a goal env, drawn uniformly."""
@@ -354,7 +374,430 @@ def parse_value(key: str, text: str, types: tuple) -> typing.Any:
     return text
 
 
-# ---- environment ----
+# ---- the round, written once: explorer, learner, recorder ----
+
+
+class Explorer:
+    """The round's first role: the exploring env (build_explore_env) and the agent that acts in it. explore() steps each
+    env copy a horizon of steps, its share of the round's target_step, with uniformly random actions during an
+    off-policy run's warm-up; new_returns() gives the returns of the episodes that ended since it was last asked.
+    train_serial and train_distributed explore with the learner's own agent; an explorer process and an A3C worker
+    with a CPU copy (Explorer.in_process) that takes the learner's newer weights (refresh)."""
+
+    def __init__(self, args: Arguments, agent: AgentBase, step: int, index: int, env_copies: int):
+        """The explorer `index` of those whose env_copies env copies take target_step steps a round together."""
+        self.args, self.agent, self.episodes_seen = args, agent, 0
+        self.env = build_explore_env(args)
+        self.horizon = max(1, args.target_step // env_copies)
+        # seeded after the earlier explorers' copies, as one vector env's copies are; a resumed run starts new
+        # episodes: an environment's inner state cannot be saved in general
+        agent.last_state = self.env.reset(seed=args.seed + step + index * args.num_envs)[0]
+
+    @classmethod
+    def in_process(cls, args: Arguments, env_info: "EnvInfo", step: int, worker: int, env_copies: int) -> "Explorer":
+        """The explorer of a process of its own: one thread, a CPU copy of the agent, exploration noise from a stream
+        of its own (the learner draws from seed)."""
+        torch.set_num_threads(1)
+        torch.manual_seed(args.seed + step + 1 + worker)
+        return cls(args, build_agent(args, env_info, device="cpu"), step, worker, env_copies)
+
+    def explore(self, step: int, horizon: int | None = None) -> tuple[torch.Tensor, ...]:
+        """horizon steps (the round's by default) of each env copy from `step` on: uniformly random actions while step <
+        random_steps (off-policy agents), which covers the action space before the policy narrows it (TD3 paper,
+        section 6.1); with her_k, where the episodes ended as well (HindsightReplayBuffer.extend takes it)."""
+        if self.agent.if_off_policy and step < self.args.random_steps:
+            trajectory = self.agent.explore_env(self.env, horizon or self.horizon, if_random=True)
+        else:
+            trajectory = self.agent.explore_env(self.env, horizon or self.horizon)
+        if self.args.her_k:
+            trajectory += (pop_not_done(self.env),)
+        return trajectory
+
+    def refresh(self, weights: dict):
+        """Act with the learner's newer actor, its state normalisation included."""
+        self.agent.act.load_state_dict(weights)
+
+    def new_returns(self) -> list[float]:
+        """The returns of the episodes that ended since the last call (gymnasium's RecordEpisodeStatistics keeps as
+        many as a round can end: build_explore_env)."""
+        count = episode_count(self.env)
+        new, self.episodes_seen = count - self.episodes_seen, count
+        return [float(value) for value in list(self.env.return_queue)[-new:]] if new else []
+
+
+class Learner:
+    """The round's second role: the agent and its buffer, fresh or restored from cwd's checkpoint with the RNG states as
+    they were (start_state), and the run's counts of steps and episodes. Each round it stores the explored trajectory
+    (store) and learns from the buffer once that is ready (learn); save writes a checkpoint that holds the recorder's
+    state too (recorder_state: a callable the loop sets; None where another process checkpoints). Under torchrun it is
+    one of `world` learners: batch_size / world samples a batch, the ranks' gradients averaged (optimizer_step)."""
+
+    def __init__(self, args: Arguments, env_info: "EnvInfo", device=None, if_restore: bool = True, world: int = 1):
+        torch.set_num_threads(args.num_threads)
+        torch.manual_seed(args.seed)
+        self.args, self.world = args, world
+        self.agent = build_agent(args, env_info, device)
+        self.buffer = build_buffer(args, env_info, self.agent.device)
+        self.run_state = start_state(args, self.agent, self.buffer) if if_restore else dict(NEW_RUN)
+        self.step, self.episodes = self.run_state["step"], self.run_state["episodes"]
+        self.batch_size = None if args.batch_size is None else args.batch_size // world
+        # off-policy: gradient steps per explored step of all ranks (ReplayBuffer.add_size counts this rank's)
+        self.repeat_times = args.repeat_times * world if args.agent.if_off_policy else args.repeat_times
+        self.recorder_state: typing.Callable[[], dict] | None = None
+        self.last_save_time = time.time()
+
+    def store(self, trajectory: tuple[torch.Tensor, ...], env_copies: int):
+        """Check a round's trajectory of env_copies env copies (a NaN or infinite value stops the run, saved as it was
+        before: check_finite), add it to the buffer and count its steps, every rank's under torchrun."""
+        check_finite(trajectory, self.step, env_copies, None if self.recorder_state is None else self.save)
+        self.buffer.extend(*trajectory)  # both buffers move it to the learner's device
+        shape = trajectory[0].shape  # off-policy (steps * envs, state_dim); on-policy (steps, envs, state_dim)
+        self.step += (shape[0] if self.agent.if_off_policy else shape[0] * shape[1]) * self.world
+
+    def ready(self) -> bool:
+        """Whether to learn after this round: on-policy always; off-policy once the random warm-up is over and the
+        buffer holds a batch (a run resumed without its buffer refills it first)."""
+        args = self.args
+        return not args.agent.if_off_policy or (self.step >= args.random_steps and self.buffer.cur_len >= args.batch_size)
+
+    def learn(self, trajectory: tuple[torch.Tensor, ...], if_ready: bool | None = None) -> dict | None:
+        """update_net once ready (if_ready: the ranks' common answer under torchrun), then the state normalisation's
+        statistics take the round's states: after the update, which learns on the inputs the rollout's log-probs were
+        computed from. Before learning starts, buffer.add_size is zeroed, so that the first update trains on one round's
+        worth of transitions (the TD3 paper's warm-up is not paid for with updates either). Returns the update's
+        stats, or None before learning starts."""
+        stats = None
+        if (self.ready() if if_ready is None else if_ready):
+            stats = self.agent.update_net(self.buffer, self.batch_size, self.repeat_times)
+        else:
+            self.buffer.add_size = 0
+        self.agent.update_state_norm(trajectory[0])
+        return stats
+
+    def save(self):
+        """A checkpoint: the agent, the buffer (unless if_save_buffer=False), the counts, the recorder's state, the RNG
+        states."""
+        save_checkpoint(self.args.cwd, self.agent, self.buffer if self.args.if_save_buffer else None,
+                        {"step": self.step, "episodes": self.episodes, "evaluator": self.recorder_state(),
+                         "rng": rng_states()})
+        self.last_save_time = time.time()
+
+    def save_when_due(self, if_stop: bool):
+        """A checkpoint at the stop, and every save_gap seconds."""
+        if if_stop or time.time() - self.last_save_time >= self.args.save_gap:
+            self.save()
+
+
+class Recorder:
+    """The round's third role: evaluates the deterministic policy when due (Evaluator: recorder.csv, actor.pt, the plot),
+    keeps the returns of the exploration episodes since its last row, and decides the stop: target_return at an
+    evaluation; break_step, max_time and a `stop` file after each round (round_stop_reason, which the multiprocess
+    loop's learner asks); each loop adds Ctrl-C."""
+
+    def __init__(self, args: Arguments, env_info: "EnvInfo", step: int, state: dict | None):
+        self.args, self.returns = args, []
+        self.evaluator = build_evaluator(args, env_info, step, state)
+
+    def keep(self, returns: list[float]):
+        """The returns of exploration episodes, for the next row's explore_return."""
+        self.returns += returns
+
+    def if_due(self, reason: str | None) -> bool:
+        """Whether to evaluate now: at the stop, or once the evaluator's wait has passed."""
+        return reason is not None or self.evaluator.if_due()
+
+    def end_round(self, agent: AgentBase, step: int, episodes: int, stats: dict | None,
+                  weights: torch.nn.Module | None = None) -> str | None:
+        """Why the run stops after a round that ended at `step`, or None: a limit or the stop file, or the target of the
+        evaluation that follows when due and at the stop, once learning has begun (stats not None)."""
+        reason = round_stop_reason(self.args, step, self.evaluator.start_time)
+        if stats is not None and self.if_due(reason):
+            reason = self.evaluate(agent, step, episodes, stats, weights) or reason
+        return reason
+
+    def evaluate(self, agent: AgentBase, step: int, episodes: int, stats: dict,
+                 weights: torch.nn.Module | dict | None = None) -> str | None:
+        """One row after `episodes` exploration episodes, of agent's actor (weights loaded into it first where given);
+        why the run stops if it reached target_return, else None."""
+        if weights is not None:
+            agent.act.load_state_dict(weights if isinstance(weights, dict) else weights.state_dict())
+        explore_return = float(np.mean(self.returns)) if self.returns else math.nan
+        self.returns = []
+        avg_return = self.evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
+        if avg_return >= self.args.target_return:
+            return f"reached target_return {self.args.target_return} (evaluation mean {avg_return:.1f})"
+        return None
+
+    def state_dict(self) -> dict:
+        return self.evaluator.state_dict()
+
+    def finish(self):
+        self.evaluator.finish()
+
+
+def round_stop_reason(args: Arguments, step: int, start_time: float) -> str | None:
+    """Why the run stops after a round that ended at `step`, or None: a file named `stop` in cwd (honoured once, so that
+    a resume carries on), break_step, or max_time counted from start_time (the run's, over all its sessions)."""
+    path = os.path.join(args.cwd, "stop")
+    if os.path.exists(path):
+        os.remove(path)
+        return "found the file `stop` in cwd"
+    if step >= args.break_step:
+        return f"reached break_step {args.break_step}"
+    if time.time() - start_time >= args.max_time:
+        return f"reached max_time {args.max_time} s"
+    return None
+
+
+def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save: typing.Callable[[], None] | None):
+    """Stop, with the run saved as it was before this trajectory (save; None where another process checkpoints: its
+    last checkpoint stands), at the first step with a NaN or infinite value in any of its tensors (observation,
+    reward, or the agent's own action): learning from it would poison every network. Off-policy tensors are
+    (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...), both in step-then-env order."""
+    lead_shape = trajectory[0].shape[:-1]  # states carry one feature dimension after the step dimensions
+    finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in trajectory]).all(0)
+    if not finite.all():
+        first = int(torch.nonzero(~finite.flatten())[0])  # index in (horizon,) or (horizon * num_envs,) order
+        if save is not None:
+            save()
+        saved = ("the run is saved as it was before that round" if save is not None else
+                 "the run's last checkpoint stands (written every save_gap seconds)")
+        raise RefusedError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
+                           f"action) at step {step + first + 1} (env {first % num_envs}); {saved}, the bad "
+                           f"transitions are not in the buffer")
+
+
+def build_agent(args: Arguments, env_info: "EnvInfo", device=None) -> AgentBase:
+    """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
+    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
+    return new_agent(args.agent, args.net_dim, env_info, device, hyperparameters)
+
+
+def new_agent(agent_class: type, net_dim: int, env_info: "EnvInfo", device, hyperparameters: dict) -> AgentBase:
+    """An agent for the env of env_info: a multi-agent one is also told the size of the team."""
+    team = {"num_agents": env_info.num_agents} if agent_class.if_multi_agent else {}
+    return agent_class(net_dim, env_info.state_dim, env_info.action_dim, device=device, **team, **hyperparameters)
+
+
+def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer | RolloutBuffer:
+    if args.agent.if_off_policy:
+        sizes = (args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
+        if args.her_k:  # relabelled rewards come from the learner's own copy of the env
+            feedback = prepare_env(make_twin_env(args.env))[0].get_wrapper_attr("feedback")
+            return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
+                                         num_envs=args.num_envs * args.num_workers,  # a round's env copies
+                                         reward_scale=args.reward_scale, gamma=args.gamma)
+        num_rewards = env_info.num_agents if args.agent.if_agent_rewards else 1
+        return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents,
+                                                                          num_rewards=num_rewards)
+    if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
+        return SegmentReplayBuffer(args.max_memo, device)
+    return RolloutBuffer(device)
+
+
+class Evaluator:
+    """Runs the deterministic policy for one episode in each of its eval envs side by side, prints one fixed-width
+    row per evaluation, appends the row to recorder.csv, saves actor.pt whenever the evaluation mean improves,
+    and redraws the learning curve at most every plot_gap seconds."""
+
+    eval_share = 0.1  # evaluations are spaced so that they take at most this share of the run's time
+    plot_gap = 10.0  # seconds between redraws of the plot (one costs about 0.3 s); finish() draws the last rows
+
+    def __init__(self, cwd: str, eval_envs: list[gym.Env], eval_gap: float, title: str, if_tensorboard: bool = False):
+        self.cwd, self.eval_envs, self.eval_gap, self.title = cwd, eval_envs, eval_gap, title
+        if if_tensorboard:  # optional: imported only when asked for, so the library does not need it
+            from torch.utils.tensorboard import SummaryWriter
+        self.writer = SummaryWriter(cwd) if if_tensorboard else None
+        self.start_time = time.time()
+        self.best_return = -math.inf
+        self.best_actor = None  # a CPU copy of the best actor's weights: actor.pt, and part of every checkpoint
+        self.history = []  # one dict per evaluation: the recorder.csv row, the mean episode length, the episodes so far
+        self.plot_path = None
+        self.if_legend_printed = False
+        self.last_eval_time, self.eval_seconds = -math.inf, 0.0  # when the last evaluation ended; its episodes' seconds
+        # the first redraw after plot_gap: a run that ends sooner is drawn once, by finish()
+        self.last_plot_time, self.plotted_rows = self.start_time, 0
+
+    def state_dict(self) -> dict:
+        return {"seconds": time.time() - self.start_time, "best_return": self.best_return, "best_actor": self.best_actor,
+                "history": self.history, "plot_path": self.plot_path}
+
+    def load_state_dict(self, state: dict | None):
+        """Carry on a resumed run from its checkpoint: its clock, best return and actor, rows for the plot. What the
+        run wrote after that checkpoint goes: recorder.csv is rewritten from the checkpoint's rows and actor.pt from its
+        best actor, so that steps keep increasing and actor.pt stays the actor of the best row recorded.
+        None: a fresh run (and a multiprocess checkpoint of an earlier version, taken before its first evaluation)."""
+        if state is not None:
+            self.start_time = time.time() - state["seconds"]
+            self.best_return, self.best_actor = state["best_return"], state["best_actor"]
+            self.history, self.plot_path = state["history"], state["plot_path"]
+            self.plotted_rows = len(self.history)
+        recorder_path, actor_path = os.path.join(self.cwd, "recorder.csv"), os.path.join(self.cwd, "actor.pt")
+        if self.history:
+            columns = [name for name in self.history[0] if name not in ("avg_length", "episodes")]  # plot-only
+            with open(recorder_path + ".tmp", "w", newline="") as f:
+                csv.writer(f).writerows([columns] + [[row[name] for name in columns] for row in self.history])
+            os.replace(recorder_path + ".tmp", recorder_path)
+        elif os.path.exists(recorder_path):
+            os.remove(recorder_path)
+        if self.best_actor is not None:
+            save_atomically(self.best_actor, actor_path)
+        elif os.path.exists(actor_path):
+            os.remove(actor_path)
+
+    def if_due(self) -> bool:
+        """Whether the wait after the last evaluation has passed. eval_gap=0 evaluates after every update round,
+        however long that takes: runs reproducible step for step."""
+        return self.eval_gap == 0 or time.time() - self.last_eval_time >= self.wait_seconds(self.eval_gap, self.eval_seconds)
+
+    @classmethod
+    def wait_seconds(cls, eval_gap: float, eval_seconds: float) -> float:
+        """Seconds between an evaluation that took eval_seconds and the next: eval_gap, or more so that evaluating
+        takes at most eval_share of the run (a long-surviving policy makes its episodes slow)."""
+        return max(eval_gap, eval_seconds * (1 - cls.eval_share) / cls.eval_share)
+
+    def evaluate_and_save(self, agent: AgentBase, step: int, episodes: int, explore_return: float,
+                          stats: dict[str, float]) -> float:
+        """One evaluation row after `episodes` exploration episodes; returns the evaluation mean."""
+        start = time.time()
+        returns, lengths, successes = zip(*run_episodes(self.eval_envs, agent))
+        self.eval_seconds = time.time() - start
+        avg_return, std_return = float(np.mean(returns)), float(np.std(returns))
+        if avg_return > self.best_return:
+            self.best_return, self.best_actor = avg_return, cpu_state_dict(agent.act)
+            save_atomically(self.best_actor, os.path.join(self.cwd, "actor.pt"))
+
+        row = {"step": step, "seconds": time.time() - self.start_time, "avg_return": avg_return,
+               "std_return": std_return, "explore_return": explore_return}
+        if not np.isnan(successes).all():  # a goal env: the share of episodes that ended at their goal
+            row["success_rate"] = float(np.mean(successes))
+        row |= stats
+        if not os.path.exists(os.path.join(self.cwd, "recorder.csv")):  # a resumed run appends to its rows
+            with open(os.path.join(self.cwd, "recorder.csv"), "w", newline="") as f:
+                csv.writer(f).writerow(row)
+        if not self.if_legend_printed:  # once per process, a resumed one too
+            print(" ".join(f"{name:>12}" for name in row))
+            self.if_legend_printed = True
+        with open(os.path.join(self.cwd, "recorder.csv"), "a", newline="") as f:
+            csv.writer(f).writerow(row.values())
+        print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:]))
+        self.history.append(row | {"avg_length": float(np.mean(lengths)), "episodes": episodes})
+        if self.writer is not None:
+            for name, value in list(row.items())[1:] + [("avg_length", self.history[-1]["avg_length"])]:
+                self.writer.add_scalar(name, value, step)
+            self.writer.flush()
+        if time.time() - self.last_plot_time >= self.plot_gap:
+            self.plot()
+        self.last_eval_time = time.time()
+        return avg_return
+
+    def finish(self):
+        """At the stop: draw the rows the plot does not show yet."""
+        if self.plotted_rows < len(self.history):
+            self.plot()
+
+    def plot(self):
+        """The learning curve as plot_<Episode>E_<Step>T_<Sec>s.png, replacing the previous one: exploration
+        return (blue), evaluation mean and std (red), episode length (grey area); objectives (green) below."""
+        history = self.history
+        steps = np.array([row["step"] for row in history])
+        column = lambda name: np.array([row.get(name, math.nan) for row in history], dtype=float)
+        avg_return, std_return = column("avg_return"), column("std_return")
+
+        fig = Figure(figsize=(8, 6))
+        ax_return, ax_objective = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+        ax_length = ax_return.twinx()
+        ax_length.fill_between(steps, 0, column("avg_length"), color="grey", alpha=0.2)
+        ax_length.set_ylabel("evaluation episode length", color="grey")
+        ax_return.set_zorder(ax_length.get_zorder() + 1)  # returns drawn over the grey area
+        ax_return.patch.set_visible(False)
+        ax_return.plot(steps, column("explore_return"), color="royalblue", label="exploration return")
+        ax_return.plot(steps, avg_return, color="red", label="evaluation mean")
+        ax_return.fill_between(steps, avg_return - std_return, avg_return + std_return, color="red", alpha=0.2)
+        ax_return.set_ylabel("episode return")
+        ax_return.legend(loc="upper left")
+        ax_return.grid(alpha=0.3)
+        ax_objective.plot(steps, column("obj_critic"), color="green", label="obj_critic")
+        ax_objective.set_ylabel("obj_critic", color="green")
+        if "obj_actor" in history[-1]:
+            ax_actor = ax_objective.twinx()
+            ax_actor.plot(steps, column("obj_actor"), color="darkgreen", linestyle="--", label="obj_actor")
+            ax_actor.set_ylabel("obj_actor (dashed)", color="darkgreen")
+        ax_objective.set_xlabel("environment steps")
+        seconds, episodes = history[-1]["seconds"], history[-1]["episodes"]
+        fig.suptitle(f"{self.title}: {episodes} episodes, {steps[-1]} steps, {int(seconds)} s")
+
+        path = os.path.join(self.cwd, f"plot_{episodes}E_{steps[-1]}T_{int(seconds)}s.png")
+        fig.savefig(path, dpi=80)
+        if self.plot_path not in (None, path) and os.path.exists(self.plot_path):  # gone if killed after a redraw
+            os.remove(self.plot_path)  # one plot in cwd, the newest
+        self.plot_path = path
+        self.last_plot_time, self.plotted_rows = time.time(), len(history)
+
+
+def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = None) -> list[tuple[float, int, float]]:
+    """One episode of the deterministic policy in each env, side by side: one batched forward per step for the
+    envs still running. Returns (return, length, success) per env, success the last step's info["is_success"] (goal
+    envs report it) or NaN; appends envs[0].render() frames if given."""
+    states = [env.reset()[0] for env in envs]
+    returns, lengths, successes = [0.0] * len(envs), [0] * len(envs), [math.nan] * len(envs)
+    running = list(range(len(envs)))
+    while running:
+        if frames is not None and running[0] == 0:
+            frames.append(envs[0].render())
+        actions = agent.select_action(np.stack([states[i] for i in running]), deterministic=True)
+        still_running = []
+        for i, action in zip(running, actions, strict=True):
+            states[i], reward, terminated, truncated, info = envs[i].step(action)
+            returns[i] += float(reward)
+            lengths[i] += 1
+            if not (terminated or truncated):
+                still_running.append(i)
+            elif "is_success" in info:
+                successes[i] = float(info["is_success"])
+        running = still_running
+    return list(zip(returns, lengths, successes))
+
+
+def build_evaluator(args: Arguments, env_info: "EnvInfo", step: int, state: dict | None) -> Evaluator:
+    """An Evaluator with eval_times envs of its own, seeded after every explorer's env copies (seed + step + their
+    index, on every rank under torchrun), carrying on a resumed run's recorder state."""
+    eval_envs = [prepare_env(make_twin_env(args.env))[0] for _ in range(args.eval_times)]
+    world = torchrun_world()
+    explore_copies = args.num_envs * args.num_workers * (1 if world is None else world[1])
+    for i, eval_env in enumerate(eval_envs):
+        eval_env.reset(seed=args.seed + step + explore_copies + i)
+    evaluator = Evaluator(args.cwd, eval_envs, args.eval_gap, f"{args.agent.__name__} on {env_info.env_name}",
+                          args.if_tensorboard)
+    if args.if_resume:
+        evaluator.load_state_dict(state)
+    return evaluator
+
+
+def cpu_state_dict(net: torch.nn.Module) -> dict:
+    """A CPU copy of net's weights, to keep or to send to another process. Never the tensors themselves: a queue
+    moves a CPU tensor into shared memory, and the receiver would then read the learner's live (or half-updated)
+    parameters; a kept best actor would change with the training one."""
+    return {name: tensor.detach().to("cpu", copy=True) for name, tensor in net.state_dict().items()}
+
+
+def save_atomically(obj, path: str):
+    """torch.save aside, then rename: a reader (replay of a running cwd) or a kill never meets a half-written file."""
+    torch.save(obj, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def print_banner(args: Arguments, env_info: "EnvInfo", step: int, where: str):
+    """The run's start: agent, env, loop, cwd, and every setting as the run uses it (config.json holds the same)."""
+    print(f"{args.agent.__name__} on {env_info.env_name} | {where} | cwd {args.cwd} | target_return {args.target_return}"
+          + (f" | resumed at step {step}" if args.if_resume else ""))
+    settings = " ".join(f"{name}={value}" for name, value in args.to_dict().items()
+                        if value is not None and name not in ("agent", "env", "cwd", "target_return"))
+    print(textwrap.fill(settings, width=120, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False),
+          flush=True)
+
+
+# ---- environments ----
 
 
 @dataclass
@@ -451,6 +894,846 @@ def make_twin_env(env: str | gym.Env) -> str | gym.Env:
     if isinstance(env, str):
         return env
     return gym.make(env.spec) if getattr(env, "spec", None) is not None else copy.deepcopy(env)
+
+
+def as_gymnasium(env):
+    """A PettingZoo parallel env as a MultiAgentEnv; a PettingZoo AEC env refused; anything else as it is."""
+    if isinstance(env, gym.Env) or not hasattr(env, "possible_agents"):
+        return env
+    if hasattr(env, "agent_iter"):  # PettingZoo's AEC API: agents act one after another
+        raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel API: "
+                           f"make it with the env module's parallel_env(), or convert it with "
+                           f"pettingzoo.utils.conversions.aec_to_parallel(env)")
+    return MultiAgentEnv(parallel_env=env)
+
+
+def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.Env, EnvInfo]:
+    """Make the env, check its spaces, flatten a goal env's observations (GoalObservation; if_record_ends for it), and
+    rescale Box actions from the agents' [-1, 1] to its bounds (agent_actions)."""
+    if isinstance(env, str) and is_mpe2_id(env):
+        env = make_mpe2_env(env)
+    elif isinstance(env, str):
+        try:
+            env = gym.make(env)
+        except gym.error.Error as error:
+            if env.startswith(ROBOTICS_PREFIXES):
+                return prepare_env(make_robotics_env(env), if_record_ends)
+            raise RefusedError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
+                               f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
+                               f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
+                               f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
+    env = as_gymnasium(env)
+    if not isinstance(env, gym.Env):
+        raise RefusedTypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel env), got "
+                               f"{type(env).__name__}")
+    env_name, spec = env_name_of(env), env.spec
+    goal_dim = 0
+    if isinstance(env.observation_space, gym.spaces.Dict):
+        env = GoalObservation(env, if_record_ends)
+        goal_dim = env.goal_dim
+
+    obs_space = env.observation_space
+    num_agents = len(getattr(env.unwrapped, "possible_agents", [None]))  # a MultiAgentEnv's team, side by side
+    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
+        raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
+                           f"Box observations of shape (state_dim,), or a goal env's Dict (images, other Dicts, Tuple "
+                           f"and Discrete are not)")
+    env, if_discrete, action_dim = agent_actions(env, env_name, num_agents)
+    if not has_time_limit(env):
+        raise RefusedError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
+                           f"gymnasium.wrappers.TimeLimit(env, max_episode_steps=N), or register it with max_episode_steps")
+    threshold = spec.reward_threshold if spec is not None else None
+    if threshold is None:
+        threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
+    return env, EnvInfo(env_name, obs_space.shape[0] // num_agents, action_dim, if_discrete, float(threshold), goal_dim,
+                        hasattr(env.unwrapped, "possible_agents"), num_agents)
+
+
+def agent_actions(env: gym.Env, env_name: str, num_agents: int) -> tuple[gym.Env, bool, int]:
+    """The env taking the agents' actions: Discrete ones from 0, Box ones in [-1, 1] rescaled to its (finite) bounds;
+    whether they are discrete, and action_dim (each agent's, in a team)."""
+    action_space = env.action_space
+    if isinstance(action_space, gym.spaces.MultiDiscrete) and hasattr(env.unwrapped, "possible_agents"):
+        return env, True, int(action_space.nvec[0])  # each agent's actions 0..n-1 (MultiAgentEnv)
+    if isinstance(action_space, gym.spaces.Discrete):
+        action_dim = int(action_space.n)
+        if action_space.start != 0:  # the agents' actions are 0..n-1
+            start = int(action_space.start)
+            env = gym.wrappers.TransformAction(env, lambda action: action + start, gym.spaces.Discrete(action_dim))
+        return env, True, action_dim
+    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+            raise RefusedError(f"{env_name}: action space {action_space} has infinite bounds; they must be finite "
+                               f"so that the agents' [-1, 1] actions can be rescaled to them")
+        if not (np.all(action_space.low == -1) and np.all(action_space.high == 1)):
+            env = gym.wrappers.RescaleAction(env, np.float32(-1), np.float32(1))  # float32: a float64 Box warns
+        return env, False, action_space.shape[0] // num_agents
+    raise RefusedError(f"{env_name}: action space {action_space} is not supported; "
+                       f"the agents take Discrete or flat Box action spaces")
+
+
+def has_time_limit(env: gym.Env) -> bool:
+    """Whether a TimeLimit wrapper (gym.make adds one for a spec's max_episode_steps) truncates the env's episodes,
+    or a PettingZoo env's max_cycles (MultiAgentEnv)."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return True
+        env = env.env
+    return getattr(env, "max_cycles", None) is not None
+
+
+def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False, returns_kept: int = 100
+              ) -> tuple[gym.Env, EnvInfo]:
+    """A gymnasium env ready for an agent, and its facts; with num_envs, a vector env of that many copies
+    (autoreset in the same step, so that an ended episode's final observation comes back in info).
+    The returns of the last returns_kept episodes are recorded (return_queue) for the explore_return column."""
+    single, env_info = prepare_env(env, if_record_ends)
+    if num_envs is None:
+        return gym.wrappers.RecordEpisodeStatistics(single, buffer_length=returns_kept), env_info
+    copies = [single] + [prepare_env(make_twin_env(env), if_record_ends)[0] for _ in range(num_envs - 1)]
+    vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
+                                          autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return gym.wrappers.vector.RecordEpisodeStatistics(vector_env, buffer_length=returns_kept), env_info
+
+
+def build_explore_env(args: "Arguments") -> gym.Env:
+    """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
+    vector env of num_envs (on-policy agents always get one). With her_k, a goal env records its episodes' ends.
+    It keeps the returns of as many episodes as a round of target_step steps can end, so that an explorer reports
+    every episode of its round (new_returns)."""
+    return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs,
+                     if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step))[0]
+
+
+def pop_not_done(env) -> torch.Tensor:
+    """What GoalObservation recorded since the last call, (steps * num_envs,) in the step-then-env order of an
+    off-policy trajectory: 1 where the step left its episode going on, 0 where it ended it."""
+    if hasattr(env, "num_envs"):
+        return torch.tensor(env.unwrapped.call("pop_not_done"), dtype=torch.float32).T.flatten()  # (N, T) -> (T * N,)
+    return torch.tensor(env.get_wrapper_attr("pop_not_done")(), dtype=torch.float32)
+
+
+def episode_count(env: gym.Env) -> int:
+    """Episodes the explorer's env has finished, as a Python int: the vector wrapper counts in numpy integers,
+    which a weights_only checkpoint refuses to load."""
+    return int(env.episode_count)
+
+
+# ---- checkpoints ----
+
+
+CHECKPOINT_VERSION = 2  # the layout of run_state.pt; a checkpoint of another layout is refused rather than misread
+
+
+NEW_RUN = {"step": 0, "episodes": 0, "evaluator": None}  # the run state of a run that starts (start_state)
+
+
+def rng_states() -> dict:
+    """torch's CPU generator and every GPU's, so that a resumed run draws what it would have drawn."""
+    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_states(states: dict):
+    torch.set_rng_state(states["cpu"])
+    if states["cuda"] and torch.cuda.is_available() and len(states["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(states["cuda"])  # else resumed on another machine: the GPUs draw anew
+
+
+def save_checkpoint(cwd: str, agent: AgentBase, buffer: ReplayBuffer | RolloutBuffer | None, run_state: dict):
+    """cwd/checkpoint/: the agent's networks, targets and optimizers, the replay buffer's filled part (None: left
+    out, if_save_buffer=False), and run_state (counters, the recorder's state with its best actor, RNG states).
+    Written aside and renamed, so a kill at any moment leaves one complete checkpoint: `checkpoint`, or
+    `checkpoint.old` during the instant between the two renames."""
+    final, aside, old = (os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
+    shutil.rmtree(aside, ignore_errors=True)
+    os.makedirs(aside)
+    agent.save_or_load_agent(aside, if_save=True)
+    # an on-policy rollout is discarded after each update anyway; ACER's replayed ones are not
+    if_buffer_saved = isinstance(buffer, (ReplayBuffer, SegmentReplayBuffer))
+    if if_buffer_saved:
+        torch.save(buffer.state_dict(), os.path.join(aside, "buffer.pt"))
+    torch.save(run_state | {"version": CHECKPOINT_VERSION, "if_buffer_saved": if_buffer_saved},
+               os.path.join(aside, "run_state.pt"))
+    if os.path.isdir(final):
+        shutil.rmtree(old, ignore_errors=True)
+        os.rename(final, old)
+    os.rename(aside, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def find_checkpoint(cwd: str) -> str:
+    path = next((os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.old")
+                 if os.path.isdir(os.path.join(cwd, name))), None)
+    if path is None:
+        raise MissingRunError(f"no checkpoint in {cwd!r} to resume from (cwd/checkpoint is written every save_gap "
+                              f"seconds and at every stop)")
+    return path
+
+
+def read_run_state(cwd: str) -> dict:
+    """The counters, recorder state and RNG states of cwd's checkpoint (a weights_only load)."""
+    path = os.path.join(find_checkpoint(cwd), "run_state.pt")
+    run_state = load_weights(path, "cpu")
+    if run_state.get("version") != CHECKPOINT_VERSION:
+        raise RefusedError(f"{path} was written by another version of AgentRun.py (checkpoint layout "
+                           f"{run_state.get('version', 1)}, this one reads {CHECKPOINT_VERSION}); resume it with the "
+                           f"version that wrote it, or start a new run")
+    return run_state
+
+
+def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
+    """Restore the agent and the buffer from cwd's checkpoint (weights_only loads) and return run_state."""
+    run_state = read_run_state(cwd)
+    path = find_checkpoint(cwd)
+    agent.save_or_load_agent(path, if_save=False)
+    if run_state["if_buffer_saved"]:
+        buffer.load_state_dict(load_weights(os.path.join(path, "buffer.pt"), buffer.device))
+    elif isinstance(buffer, (ReplayBuffer, SegmentReplayBuffer)):
+        print(f"resume: {path} holds no replay buffer (if_save_buffer=False); it refills from new exploration, "
+              f"and learning waits until it holds batch_size transitions", flush=True)
+    return run_state
+
+
+def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) -> dict:
+    """Where the run starts: step 0, or the checkpoint's counters and recorder state; given an agent and a buffer
+    (the process that learns), they are restored from it and the RNG states set as they were."""
+    if not args.if_resume:
+        return dict(NEW_RUN)
+    if agent is None:
+        return read_run_state(args.cwd)
+    run_state = load_checkpoint(args.cwd, agent, buffer)
+    set_rng_states(run_state["rng"])
+    return run_state
+
+
+# ---- the loops: how the roles talk ----
+
+
+def train_and_evaluate(args: Arguments) -> dict:
+    """Train until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C, in one process
+    (train_serial) or with explorer and learner processes beside this one (train_multiprocess), as
+    if_multiprocess says (None: the agent's default, the loop measured faster for it); an asynchronous agent (A3C)
+    in its workers' processes (train_async); under torchrun as one of its data-parallel learners (train_distributed).
+    Returns how it stopped."""
+    env_info = prepare_env(args.env)[1]
+    args.resolve(env_info)
+    world = torchrun_world()
+    if world is None:
+        args.prepare_cwd()
+        loop = train_async if args.agent.if_async else train_multiprocess if args.if_multiprocess else train_serial
+        stop_reason, step, recorder = loop(args, env_info)
+    else:
+        stop_reason, step, recorder = train_distributed(args, env_info, *world)
+        if recorder is None:  # a rank other than 0: rank 0 records and reports
+            return {"stop_reason": stop_reason, "step": step}
+    evaluator = recorder.evaluator
+    seconds = time.time() - evaluator.start_time
+    print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
+          f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
+    return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
+            "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
+
+
+def train_serial(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
+    """The reference loop, the three roles in one process: each round the explorer steps target_step steps with the
+    learner's agent, the learner stores and learns from them, the recorder evaluates when due and decides the stop,
+    and the learner checkpoints every save_gap seconds and at the stop. Returns the stop reason, step, recorder."""
+    learner = Learner(args, env_info)
+    recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"])
+    learner.recorder_state = recorder.state_dict
+    explorer = Explorer(args, learner.agent, learner.step, 0, args.num_envs)
+    print_banner(args, env_info, learner.step, f"device {learner.agent.device}")
+    stop_reason = None
+    try:
+        while stop_reason is None:
+            trajectory = explorer.explore(learner.step)
+            learner.store(trajectory, args.num_envs)
+            returns = explorer.new_returns()
+            learner.episodes += len(returns)
+            recorder.keep(returns)
+            stats = learner.learn(trajectory)
+            stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
+            if stop_reason is not None:
+                recorder.finish()  # before the last checkpoint, which records the plot's name
+            learner.save_when_due(stop_reason is not None)
+    except KeyboardInterrupt:
+        recorder.finish()
+        learner.save()  # the round in flight is lost; everything before it is in the checkpoint
+        stop_reason = "Ctrl-C"
+    return stop_reason, learner.step, recorder
+
+
+# ---- the multiprocess loop: processes and queues ----
+
+
+def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
+    """Explorers (num_workers) and a learner in processes of their own; this process records. Each explorer steps its
+    env(s) with a CPU copy of the actor (explorer_process: on-policy rounds wait for their weights, off-policy ones
+    do not). A round is one trajectory of each explorer, target_step steps in all, which the learner takes as one of
+    num_envs * num_workers env copies (merge_trajectories). The learner owns the buffer and the networks, on cuda when
+    there is one, and writes checkpoints. A child that raises or dies stops the run with an error naming it; Ctrl-C or
+    a `stop` file stops it cleanly."""
+    run_state = start_state(args)
+    step = run_state["step"]
+    channels, explorers, learner = build_children(args, env_info, step)
+    children = [*explorers, learner]
+    torch.set_num_threads(1)
+    recorder = Recorder(args, env_info, step, run_state["evaluator"])
+    eval_agent = build_agent(args, env_info, device="cpu")  # evaluates the learner's weights
+    state_path = os.path.join(args.cwd, RECORDER_STATE)
+    save_atomically(recorder.state_dict(), state_path)  # the resumed one, if resumed: no newer one from before
+    stop_reason = None
+    with children_started(children) as ctrl_c:
+        print_banner(args, env_info, step, "multiprocess: " + ", ".join(f"{child.name} pid {child.pid}" for child in children))
+        try:
+            while stop_reason is None and not ctrl_c:
+                raise_if_failed(children, channels.errors)
+                report = next_report(channels.reports, learner)
+                if report is None:
+                    continue
+                step, stop_reason = report.step, report.stop_reason
+                recorder.keep(report.returns)
+                if report.weights is not None and recorder.if_due(stop_reason):  # the newest round when due; the last
+                    stop_reason = recorder.evaluate(eval_agent, step, report.episodes, report.stats, report.weights) or stop_reason
+                    save_atomically(recorder.state_dict(), state_path)
+            stop_reason = stop_reason or "Ctrl-C"
+        finally:
+            try:
+                recorder.finish()
+                save_atomically(recorder.state_dict(), state_path)  # for the learner's final checkpoint
+            finally:
+                terminated = stop_children(children, channels)
+    raise_if_failed([child for child in children if child not in terminated], channels.errors)
+    if learner in terminated:  # the explorers have nothing to save; the learner had
+        raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and was "
+                           f"terminated before it finished its final checkpoint: that checkpoint is lost, and resume "
+                           f"continues from the last periodic one (written every save_gap={args.save_gap} s)")
+    return stop_reason, step, recorder
+
+
+CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
+
+
+# The recorder's state (Evaluator.state_dict), which the learner copies into each checkpoint. A file written aside and
+# renamed, not a queue: a process killed while it writes a large item into a queue's pipe leaves half of it there,
+# and its reader would wait for the rest forever.
+RECORDER_STATE = "recorder_state.pt"
+
+
+class Channels(typing.NamedTuple):
+    """What the processes of a multiprocess run share; each queue of one item holds the newest (put_newest). Their
+    items stay small (torch sends a CPU tensor as a handle to shared memory), so each is written to the pipe whole."""
+    stop: typing.Any  # an Event: the run is stopping
+    errors: typing.Any  # a Queue of (child name, traceback) from children that raised
+    weights: tuple  # learner -> each explorer (a Queue each): a CPU copy of the newest actor
+    trajectories: tuple  # each explorer (a Queue each) -> learner: (trajectory, returns of the episodes it ended)
+    reports: typing.Any  # learner -> recorder: the newest LearnerReport
+
+
+class LearnerReport(typing.NamedTuple):
+    """What the learner sends the recorder after each round of a multiprocess run (the newest replaces the last)."""
+    step: int  # environment steps taken, all sessions of the run
+    episodes: int  # exploration episodes finished, all sessions
+    returns: list  # the returns of the episodes of the rounds since the recorder's last read (put_report)
+    stats: dict | None  # the round's update_net stats; None before learning starts
+    weights: dict | None  # a CPU copy of the actor to evaluate; None before learning starts (nothing to evaluate)
+    stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
+
+
+def build_children(args: Arguments, env_info: EnvInfo, step: int) -> tuple[Channels, list, typing.Any]:
+    """The channels, the explorer processes and the learner process of a run at `step`, not started yet."""
+    ctx = mp.get_context(start_method_for(args.start_method))
+    one_per_worker = lambda: tuple(ctx.Queue(1) for _ in range(args.num_workers))
+    channels = Channels(ctx.Event(), ctx.Queue(), one_per_worker(), one_per_worker(), ctx.Queue(1))
+    names = ["explorer"] if args.num_workers == 1 else [f"explorer {worker}" for worker in range(args.num_workers)]
+    explorers = [ctx.Process(target=run_child, name=name, daemon=True,
+                             args=(explorer_process, channels, args, env_info, step, worker))
+                 for worker, name in enumerate(names)]
+    learner = ctx.Process(target=run_child, name="learner", daemon=True, args=(learner_process, channels, args, env_info))
+    return channels, explorers, learner
+
+
+# Steps of each env between an off-policy explorer's looks for newer weights, within a round too: the learner's weights
+# age less before they act.
+REFRESH_STEPS = 32
+
+
+def explorer_process(channels: Channels, args: Arguments, env_info: "EnvInfo", start_step: int, worker: int):
+    """An off-policy explorer takes the newest weights every REFRESH_STEPS steps without waiting, so it collects the
+    next round while the learner trains on the last (its weights one to three rounds old). An on-policy one acts a round
+    with one set of weights and waits for the weights trained on it, so that every round is learned from the policy that
+    acted (PPO's ratio starts at 1; weights a round old clipped PPO around a stale policy: History/UPDATE_LOG.md,
+    2026-11-26); the recorder's evaluation still overlaps the rounds."""
+    explorer = Explorer.in_process(args, env_info, start_step, worker, args.num_envs * args.num_workers)
+    weights_queue, trajectories = channels.weights[worker], channels.trajectories[worker]
+    trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
+    if_wait = not args.agent.if_off_policy  # for the weights trained on its last rollout
+    chunk_steps = explorer.horizon if if_wait else REFRESH_STEPS
+    weights = get_until_stopped(weights_queue, channels.stop)
+    if weights is None:
+        return
+    explorer.refresh(weights)
+    step = start_step  # of all the workers, which explore in step (a round is one of each)
+    while True:
+        chunks = []
+        for chunk_start in range(0, explorer.horizon, chunk_steps):
+            chunks.append(explorer.explore(step, min(chunk_steps, explorer.horizon - chunk_start)))
+            step += min(chunk_steps, explorer.horizon - chunk_start) * args.num_envs * args.num_workers
+            weights = None if if_wait else receive(weights_queue, channels.stop)  # the newest, if any came since
+            if weights is not None:
+                explorer.refresh(weights)
+        trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
+        if not put_until_stopped(trajectories, (trajectory, explorer.new_returns()), channels.stop) or is_stopping(channels.stop):
+            break
+        if if_wait:
+            weights = get_until_stopped(weights_queue, channels.stop)
+            if weights is None:
+                break
+            explorer.refresh(weights)
+
+
+def merge_trajectories(trajectories: list[tuple[torch.Tensor, ...]], if_off_policy: bool, num_envs: int
+                       ) -> tuple[torch.Tensor, ...]:
+    """The workers' trajectories of one round (each of num_envs env copies and the same horizon) as the trajectory of
+    one vector env of num_envs * num_workers copies, worker by worker at every step: on-policy (T, N, ...) tensors
+    side by side along N; off-policy (T * N, ...) ones in the same step-then-env order."""
+    if len(trajectories) == 1:
+        return trajectories[0]
+    if not if_off_policy:
+        return tuple(torch.cat(parts, dim=1) for parts in zip(*trajectories))
+    return tuple(torch.cat([part.unflatten(0, (-1, num_envs)) for part in parts], dim=1).flatten(0, 1)
+                 for parts in zip(*trajectories))
+
+
+def learner_process(channels: Channels, args: Arguments, env_info: "EnvInfo"):
+    """The learner of a multiprocess run: learns from each round of the explorers' trajectories, sends them its newest
+    weights and the recorder a report, stops at a limit or the stop file (round_stop_reason) or when the recorder stops
+    the run, and writes every checkpoint, with the recorder's newest state in it (RECORDER_STATE)."""
+    learner = Learner(args, env_info)
+    learner.recorder_state = lambda: load_weights(os.path.join(args.cwd, RECORDER_STATE), "cpu")
+    start_time = time.time() - (learner.run_state["evaluator"] or {"seconds": 0.0})["seconds"]  # of all sessions
+    print(f"learner: device {learner.agent.device}" + (f", resumed at step {learner.step}" if args.if_resume else ""),
+          flush=True)
+    for weights_queue in channels.weights:
+        weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
+        put_newest(weights_queue, cpu_state_dict(learner.agent.act))
+    stop_reason = None
+    while stop_reason is None:
+        items = [get_until_stopped(trajectories, channels.stop) for trajectories in channels.trajectories]
+        if None in items:
+            break
+        trajectory = merge_trajectories([item[0] for item in items], args.agent.if_off_policy, args.num_envs)
+        returns = [value for item in items for value in item[1]]
+        learner.store(trajectory, args.num_envs * args.num_workers)
+        learner.episodes += len(returns)
+        stats = learner.learn(trajectory)
+        weights = None if stats is None else cpu_state_dict(learner.agent.act)  # the explorers take the statistics too
+        for weights_queue in channels.weights if weights is not None else ():
+            put_newest(weights_queue, weights)
+        stop_reason = round_stop_reason(args, learner.step, start_time)
+        put_report(channels.reports, LearnerReport(learner.step, learner.episodes, returns, stats, weights, stop_reason))
+        learner.save_when_due(False)
+    while not is_stopping(channels.stop):  # the recorder evaluates the last weights, then stops the run
+        time.sleep(0.05)
+    if mp.parent_process().is_alive():  # a killed run keeps its last periodic checkpoint, as a serial one does
+        learner.save()
+
+
+def put_report(q, report: LearnerReport):
+    """put_newest for the learner's reports: the returns of a report the recorder has not read go on in the new one,
+    so that every episode counts in its explore_return."""
+    while True:
+        try:
+            report = report._replace(returns=q.get_nowait().returns + report.returns)
+        except queue.Empty:
+            pass
+        try:
+            return q.put_nowait(report)
+        except queue.Full:
+            continue
+
+
+# What fetching a received tensor's shared memory raises when its sender has left (FileNotFoundError, an OSError) or
+# leaves during the fetch (EOFError: its resource sharer closed the connection).
+SENDER_LEFT = (OSError, EOFError)
+
+
+def next_report(reports, learner) -> LearnerReport | None:
+    """The learner's newest report, or None if none came within 0.2 s, or if the learner died after sending it (its
+    shared memory went with it): the recorder's next look at the children says why."""
+    try:
+        return reports.get(timeout=0.2)
+    except queue.Empty:
+        return None
+    except SENDER_LEFT:
+        learner.join(timeout=10)
+        return None
+
+
+def start_method_for(requested: str | None) -> str | None:
+    """The multiprocessing start method: fork copies this process's CUDA state, which a child cannot use
+    ("Cannot re-initialize CUDA in forked subprocess"), so where CUDA is available the default is spawn, and fork
+    is refused once CUDA is initialised here. None elsewhere: the platform's default."""
+    if requested is None:
+        return "spawn" if torch.cuda.is_available() or torch.cuda.is_initialized() else None
+    if requested == "fork" and torch.cuda.is_initialized():
+        raise RefusedError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked child "
+                           "cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
+    return requested
+
+
+@contextlib.contextmanager
+def children_started(children: list):
+    """Start the children with SIGINT ignored, which a spawned child keeps through its start-up (a Ctrl-C reaches the
+    whole process group and would otherwise end it with KeyboardInterrupt while it imports). Within the block, Ctrl-C
+    appends to the yielded list instead of raising KeyboardInterrupt: raised between any two bytecodes, that can land
+    inside a queue's put and leave it half-done (a one-item queue full forever, on which the stop then hangs). A list,
+    not an Event: one handler can interrupt another, and Event.set takes a lock. Signals reach the main thread only,
+    and a SIGINT that this process ignores (a background job) stays ignored."""
+    pressed, if_main = [], threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if if_main else None
+    try:
+        for child in children:
+            child.start()
+        if if_main and previous is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+        yield pressed
+    finally:
+        if if_main:  # None: a handler installed outside Python, which getsignal cannot return
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+
+
+def run_child(target, channels: Channels, *target_args):
+    """A child's entry: Ctrl-C is the parent's to handle; SIGTERM ends it (a forked child inherits the parent's
+    handlers, and SDL's, installed by pygame when an env renders, would ignore it); an exception goes to the parent
+    as text, exit code 1."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        target(channels, *target_args)
+    except BaseException:
+        channels.errors.put((mp.current_process().name, traceback.format_exc()))
+        sys.exit(1)
+
+
+def stop_children(children: list, channels: Channels) -> list:
+    """Stop the run: wait for the children to leave (the learner writes its final checkpoint); terminate those that
+    do not (kill those that survive that), so that no child outlives the run. Returns the ones that had to be
+    terminated."""
+    channels.stop.set()
+    for child in children:  # the learner writes its last checkpoint before it leaves
+        child.join(timeout=CHILD_EXIT_SECONDS)
+    terminated = [child for child in children if child.is_alive()]
+    for child in terminated:
+        child.terminate()
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    return terminated
+
+
+def raise_if_failed(children: list, error_queue):
+    failed = [child for child in children if child.exitcode not in (None, 0)]
+    if failed:
+        raise RuntimeError(describe_failure(failed, error_queue))
+
+
+def describe_failure(failed: list, error_queue) -> str:
+    """Every failed child (a learner's death can fail the explorer's next receipt of weights) and what each raised."""
+    messages = []
+    while True:
+        try:
+            messages.append("{} raised:\n{}".format(*error_queue.get(timeout=0.5)))
+        except queue.Empty:
+            break
+    hows = [f"the {child.name} process " + (f"was killed by signal {-child.exitcode}" if child.exitcode < 0
+                                             else f"exited with code {child.exitcode}") for child in failed]
+    return "; ".join(hows) + "; the run stopped" + ("\n" + "\n".join(messages) if messages else "")
+
+
+def put_newest(q, item):
+    """Replace whatever the one-item queue holds: a reader wants the newest weights, not a backlog. Never
+    blocks: an item still on its way into the queue is taken out as soon as it lands."""
+    while True:
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            pass
+        try:
+            return q.put_nowait(item)
+        except queue.Full:
+            continue
+
+
+def is_stopping(stop_event) -> bool:
+    """The run is stopping, or (in a child) the parent is gone (killed), so that no child outlives it."""
+    parent = mp.parent_process()
+    return stop_event.is_set() or (parent is not None and not parent.is_alive())
+
+
+def receive(q, stop_event, timeout: float | None = None):
+    """The next item, waiting up to timeout seconds (None: not at all), or None if none came. None also once the run
+    is stopping and the item's sender has left: its tensors in shared memory can no longer be fetched from it
+    (FileNotFoundError once it is gone, EOFError while it is leaving)."""
+    try:
+        return q.get(timeout=timeout) if timeout is not None else q.get_nowait()
+    except queue.Empty:
+        return None
+    except SENDER_LEFT:
+        if is_stopping(stop_event):
+            return None
+        raise
+
+
+def get_until_stopped(q, stop_event):
+    """The next item, or None once the run stops: no process waits forever on one that has stopped."""
+    while not is_stopping(stop_event):
+        item = receive(q, stop_event, timeout=0.2)
+        if item is not None:
+            return item
+    return None
+
+
+def put_until_stopped(q, item, stop_event) -> bool:
+    while not is_stopping(stop_event):
+        try:
+            q.put(item, timeout=0.2)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+# ---- the asynchronous loop (A3C): shared memory ----
+
+
+def train_async(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
+    """An asynchronous agent's loop (AgentZoo.AgentA3C): its networks and optimizer statistics in shared memory, on
+    the CPU, stepped without locks by num_workers processes that each explore and learn (async_worker_process);
+    this process counts their steps, evaluates a copy of the shared actor when due, and checkpoints the shared agent
+    every save_gap seconds (a copy taken while workers step it, as lock-free as their own reads) and, after the
+    workers have left, at the stop. A worker that raises or dies stops the run with an error naming it."""
+    learner = Learner(args, env_info, device="cpu")  # the shared agent, which it checkpoints
+    learner.agent.share()
+    recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"])
+    learner.recorder_state = recorder.state_dict
+    eval_agent = build_agent(args, env_info, device="cpu")  # evaluates copies of the shared actor
+    channels, workers = build_workers(args, env_info, learner)
+    stop_reason = None
+    with children_started(workers) as ctrl_c:
+        print_banner(args, env_info, learner.step, "asynchronous: " + ", ".join(f"{child.name} pid {child.pid}" for child in workers))
+        try:
+            while stop_reason is None and not ctrl_c:
+                raise_if_failed(workers, channels.errors)
+                report = receive(channels.reports, channels.stop, timeout=0.2)
+                if report is None:
+                    continue
+                transitions, returns, stats = report
+                learner.step, learner.episodes = learner.step + transitions, learner.episodes + len(returns)
+                recorder.keep(returns)
+                stop_reason = recorder.end_round(eval_agent, learner.step, learner.episodes, stats, learner.agent.act)
+                learner.save_when_due(False)
+            stop_reason = stop_reason or "Ctrl-C"
+        finally:
+            terminated = stop_children(workers, channels)
+            # count what the workers learnt from after the last report read (whole reports only: a killed writer
+            # can leave half of one in the pipe, and reading it would wait forever)
+            while all(child.exitcode == 0 for child in workers) and (report := receive(channels.reports, channels.stop)):
+                learner.step, learner.episodes = learner.step + report[0], learner.episodes + len(report[1])
+            recorder.finish()
+            learner.save()  # nothing steps the shared networks any more (a worker killed in a step may have left it half-done)
+    raise_if_failed([child for child in workers if child not in terminated], channels.errors)
+    return stop_reason, learner.step, recorder
+
+
+def build_workers(args: Arguments, env_info: "EnvInfo", learner: Learner) -> tuple[Channels, list]:
+    """A3C's channels (reports: each rollout's transitions, episode returns and stats) and worker processes, not
+    started yet. The workers count the steps they have begun in steps_begun, so that they stop at break_step
+    themselves, however far the recorder lags."""
+    ctx = mp.get_context(start_method_for(args.start_method))
+    channels = Channels(ctx.Event(), ctx.Queue(), (), (), ctx.Queue())
+    steps_begun = ctx.Value("q", learner.step)
+    workers = [ctx.Process(target=run_child, name=f"worker {worker}", daemon=True,
+                           args=(async_worker_process, channels, args, env_info, learner.step, worker, learner.agent,
+                                 steps_begun))
+               for worker in range(args.num_workers)]
+    return channels, workers
+
+
+def async_worker_process(channels: Channels, args: Arguments, env_info: "EnvInfo", start_step: int, worker: int,
+                         shared: AgentBase, steps_begun):
+    """A3C's worker (Algorithm S3): explore target_step steps with its copy of the networks, step the shared ones with
+    the rollout's gradients (AgentA3C.update_net), report, repeat until the run stops or the workers together have
+    begun break_step steps (steps_begun, counted before each rollout)."""
+    explorer = Explorer.in_process(args, env_info, start_step, worker, args.num_envs)  # a rollout is one A2C update's
+    explorer.agent.attach(shared)
+    buffer = RolloutBuffer()
+    transitions, step = explorer.horizon * args.num_envs, start_step  # step: this worker's own, for error messages
+    while not is_stopping(channels.stop):
+        with steps_begun.get_lock():
+            if steps_begun.value >= args.break_step:
+                break
+            steps_begun.value += transitions
+        trajectory = explorer.explore(step)
+        check_finite(trajectory, step, args.num_envs, save=lambda: None)  # the recorder saves at the stop this causes
+        buffer.extend(*trajectory)
+        stats = explorer.agent.update_net(buffer)
+        step += transitions
+        channels.reports.put((transitions, explorer.new_returns(), stats))
+    channels.reports.close()  # the last report reaches the pipe before the worker leaves: its steps are counted
+    channels.reports.join_thread()
+
+
+# ---- data-parallel learners (torch.distributed, under torchrun): all_reduce ----
+
+
+def torchrun_world() -> tuple[int, int] | None:
+    """(rank, world size) of a process that torchrun started (it sets these variables), else None: a plain
+    `python AgentRun.py` never touches torch.distributed."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return None
+    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+
+
+def check_torchrun(args: Arguments):
+    """Under torchrun every rank runs train_distributed's loop: one process, plain gradient steps. Checked on the values
+    as given, before the agent's defaults fill them (Arguments.resolve)."""
+    name, world = args.agent.__name__, torchrun_world()[1]
+    if not args.agent.if_data_parallel:
+        parallel = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if cls.if_data_parallel)
+        raise RefusedError(f"{name} is not accepted under torchrun: its steps are not plain gradient steps that the "
+                           f"ranks could average (a line search, Fisher factors, or A3C's own workers); use one of "
+                           f"{parallel}, or python AgentRun.py")
+    if args.if_multiprocess or (args.num_workers or 1) > 1:
+        raise RefusedError(f"if_multiprocess={args.if_multiprocess}, num_workers={args.num_workers} is not accepted "
+                           f"under torchrun: each rank is one learner that explores in its own process; leave "
+                           f"if_multiprocess and num_workers at None, or run python AgentRun.py")
+    args.if_multiprocess = False
+    batch_size = args.batch_size if args.batch_size is not None else args.agent.train_defaults.get("batch_size")
+    if batch_size is not None and batch_size % world:
+        raise RefusedError(f"batch_size={batch_size} is not accepted with {world} ranks: each rank takes "
+                           f"batch_size / world size samples of every batch; pass a multiple of {world}")
+    if args.dist_backend not in (None, "gloo", "nccl"):
+        raise RefusedError(f"dist_backend={args.dist_backend!r} is not accepted: 'gloo', 'nccl' or None")
+    if args.dist_backend == "nccl" and not torch.cuda.is_available():
+        raise RefusedError("dist_backend='nccl' is not accepted: NCCL needs CUDA, and torch sees no GPU here; "
+                           "pass dist_backend='gloo' (or None, which picks gloo without CUDA)")
+
+
+def train_distributed(args: Arguments, env_info: "EnvInfo", rank: int, world: int) -> tuple[str, int, Recorder | None]:
+    """One of `world` data-parallel learners (torchrun --nproc_per_node=N [--nnodes=M ...] AgentRun.py ...): every
+    rank explores target_step / world steps a round with its own env(s) and seeds into its own buffer, then takes the
+    agent's update with batch_size / world samples a batch, every gradient averaged over the ranks (optimizer_step),
+    so that a round is the serial loop's on world times the cores and the ranks' networks stay equal. Rank 0 also
+    evaluates, records and checkpoints (a resumed run starts from its checkpoint, sent to the others; their buffers
+    refill) and decides the stop, which every rank learns at the end of each round. gloo on CPU, NCCL on CUDA, one
+    GPU per rank (LOCAL_RANK). A rank that fails ends the job: torchrun stops the others and exits non-zero."""
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group(args.dist_backend or ("nccl" if torch.cuda.is_available() else "gloo"))
+    try:
+        if rank == 0:
+            args.prepare_cwd()
+        learner, recorder = distributed_learner(args, env_info, rank, world)
+        explorer = Explorer(args, learner.agent, learner.step, rank, args.num_envs * world)
+        print_banner(args, env_info, learner.step, f"rank {rank} of {world} pid {os.getpid()}, device {learner.agent.device}")
+        stop_reason = None
+        with interrupts_noted() as interrupted:
+            while stop_reason is None:
+                stop_reason = distributed_round(learner, explorer, recorder, interrupted)
+        return stop_reason, learner.step, recorder
+    finally:
+        dist.destroy_process_group()
+
+
+def distributed_learner(args: Arguments, env_info: "EnvInfo", rank: int, world: int) -> tuple[Learner, Recorder | None]:
+    """Every rank's learner, its agent rank 0's (who restores a resumed run; the others' buffers refill), its
+    exploration noise its own; rank 0's recorder."""
+    learner = Learner(args, env_info, if_restore=rank == 0, world=world)  # the same seed: the same initial networks
+    # every rank takes the same number of gradient steps, or the all_reduce of their gradients falls out of step:
+    # a checkpoint's unlearned transitions (rank 0's alone) are not learned from
+    learner.buffer.add_size = 0
+    counts = [(learner.step, learner.episodes)]
+    dist.broadcast_object_list(counts, src=0)
+    learner.step, learner.episodes = counts[0]
+    broadcast_agent(learner.agent, rank)
+    if rank != 0:  # exploration noise of its own (rank 0 draws as the serial loop, or as its checkpoint left it)
+        torch.manual_seed(args.seed + learner.step + rank)
+        return learner, None
+    recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"])
+    learner.recorder_state = recorder.state_dict
+    return learner, recorder
+
+
+def distributed_round(learner: Learner, explorer: Explorer, recorder: Recorder | None, interrupted: list) -> str | None:
+    """One round of every rank: explore and store its share; agree in one all_reduce whether all are ready to learn
+    (all learn, or none), how many episodes ended and whether a rank was interrupted; learn. Rank 0 records,
+    checkpoints and decides the stop, which it sends every rank."""
+    args = learner.args
+    trajectory = explorer.explore(learner.step)
+    learner.store(trajectory, args.num_envs)
+    returns = explorer.new_returns()
+    total = sum_over_ranks(learner.agent.device, not_ready=not learner.ready(), episodes=len(returns),
+                           interrupted=len(interrupted) > 0)
+    learner.episodes += total["episodes"]
+    stats = learner.learn(trajectory, if_ready=total["not_ready"] == 0)  # every rank's states: one all_reduce
+    stop_reason = None
+    if recorder is not None:
+        recorder.keep(returns)  # rank 0's episodes
+        stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
+        stop_reason = "Ctrl-C" if total["interrupted"] else stop_reason
+        if stop_reason is not None:
+            recorder.finish()
+        learner.save_when_due(stop_reason is not None)
+    decided = [stop_reason]
+    dist.broadcast_object_list(decided, src=0)
+    return decided[0]
+
+
+def sum_over_ranks(device, **counts: int) -> dict[str, int]:
+    """Each count summed over the ranks, by its name, in one all_reduce."""
+    total = torch.tensor([int(count) for count in counts.values()], device=device)
+    dist.all_reduce(total)
+    return dict(zip(counts, total.tolist()))
+
+
+@contextlib.contextmanager
+def interrupts_noted():
+    """torchrun passes a Ctrl-C on to every rank (SIGINT, or SIGTERM): within the block a rank notes it in the yielded
+    list, and rank 0 stops the job at the end of the round as it decides every stop, so that no rank leaves the
+    others waiting in a collective."""
+    interrupted = []
+    previous = {signum: signal.signal(signum, lambda received, frame: interrupted.append(received))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield interrupted
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def broadcast_agent(agent: AgentBase, rank: int):
+    """Every rank's agent becomes rank 0's (networks, targets, optimizer states): the same seed makes a new run's
+    equal anyway, but only rank 0 loads a resumed run's checkpoint. Sent as torch.save bytes, loaded weights_only."""
+    payload = [None]
+    if rank == 0:
+        file = io.BytesIO()
+        torch.save({name: part.state_dict() if hasattr(part, "state_dict") else part
+                    for name, part in agent.parts().items()}, file)
+        payload = [file.getvalue()]
+    dist.broadcast_object_list(payload, src=0)
+    if rank != 0:
+        state = torch.load(io.BytesIO(payload[0]), map_location=agent.device, weights_only=True)
+        for name, part in agent.parts().items():
+            if isinstance(part, torch.Tensor):
+                with torch.no_grad():
+                    part.copy_(state[name])
+            else:
+                part.load_state_dict(state[name])
+
+
+# ---- optional env adapters: goal envs (gymnasium-robotics), PettingZoo (mpe2) ----
 
 
 ROBOTICS_PREFIXES = ("Fetch", "HandManipulate", "HandReach", "PointMaze", "AntMaze", "Adroit", "FrankaKitchen")
@@ -645,1163 +1928,7 @@ def register_mpe2_env(env_id: str) -> str:
     return gym_id
 
 
-def as_gymnasium(env):
-    """A PettingZoo parallel env as a MultiAgentEnv; a PettingZoo AEC env refused; anything else as it is."""
-    if isinstance(env, gym.Env) or not hasattr(env, "possible_agents"):
-        return env
-    if hasattr(env, "agent_iter"):  # PettingZoo's AEC API: agents act one after another
-        raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel API: "
-                           f"make it with the env module's parallel_env(), or convert it with "
-                           f"pettingzoo.utils.conversions.aec_to_parallel(env)")
-    return MultiAgentEnv(parallel_env=env)
-
-
-def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.Env, EnvInfo]:
-    """Make the env, check its spaces, flatten a goal env's observations (GoalObservation; if_record_ends for it), and
-    rescale Box actions from the agents' [-1, 1] to its bounds."""
-    if isinstance(env, str) and is_mpe2_id(env):
-        env = make_mpe2_env(env)
-    elif isinstance(env, str):
-        try:
-            env = gym.make(env)
-        except gym.error.Error as error:
-            if env.startswith(ROBOTICS_PREFIXES):
-                return prepare_env(make_robotics_env(env), if_record_ends)
-            raise RefusedError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
-                               f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
-                               f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
-                               f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
-    env = as_gymnasium(env)
-    if not isinstance(env, gym.Env):
-        raise RefusedTypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel env), got "
-                               f"{type(env).__name__}")
-    env_name, spec = env_name_of(env), env.spec
-    goal_dim = 0
-    if isinstance(env.observation_space, gym.spaces.Dict):
-        env = GoalObservation(env, if_record_ends)
-        goal_dim = env.goal_dim
-
-    obs_space, action_space = env.observation_space, env.action_space
-    num_agents = len(getattr(env.unwrapped, "possible_agents", [None]))  # a MultiAgentEnv's team, side by side
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
-                           f"Box observations of shape (state_dim,), or a goal env's Dict (images, other Dicts, Tuple "
-                           f"and Discrete are not)")
-    if isinstance(action_space, gym.spaces.MultiDiscrete) and hasattr(env.unwrapped, "possible_agents"):
-        if_discrete, action_dim = True, int(action_space.nvec[0])  # each agent's actions 0..n-1 (MultiAgentEnv)
-    elif isinstance(action_space, gym.spaces.Discrete):
-        if_discrete, action_dim = True, int(action_space.n)
-        if action_space.start != 0:  # the agents' actions are 0..n-1
-            start = int(action_space.start)
-            env = gym.wrappers.TransformAction(env, lambda action: action + start, gym.spaces.Discrete(action_dim))
-    elif isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-        if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-            raise RefusedError(f"{env_name}: action space {action_space} has infinite bounds; they must be finite "
-                               f"so that the agents' [-1, 1] actions can be rescaled to them")
-        if_discrete, action_dim = False, action_space.shape[0] // num_agents
-        if not (np.all(action_space.low == -1) and np.all(action_space.high == 1)):
-            env = gym.wrappers.RescaleAction(env, np.float32(-1), np.float32(1))  # float32: a float64 Box warns
-    else:
-        raise RefusedError(f"{env_name}: action space {action_space} is not supported; "
-                           f"the agents take Discrete or flat Box action spaces")
-
-    if not has_time_limit(env):
-        raise RefusedError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
-                           f"gymnasium.wrappers.TimeLimit(env, max_episode_steps=N), or register it with max_episode_steps")
-    threshold = spec.reward_threshold if spec is not None else None
-    if threshold is None:
-        threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
-    return env, EnvInfo(env_name, obs_space.shape[0] // num_agents, action_dim, if_discrete, float(threshold), goal_dim,
-                        hasattr(env.unwrapped, "possible_agents"), num_agents)
-
-
-def has_time_limit(env: gym.Env) -> bool:
-    """Whether a TimeLimit wrapper (gym.make adds one for a spec's max_episode_steps) truncates the env's episodes,
-    or a PettingZoo env's max_cycles (MultiAgentEnv)."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, gym.wrappers.TimeLimit):
-            return True
-        env = env.env
-    return getattr(env, "max_cycles", None) is not None
-
-
-def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False, returns_kept: int = 100
-              ) -> tuple[gym.Env, EnvInfo]:
-    """A gymnasium env ready for an agent, and its facts; with num_envs, a vector env of that many copies
-    (autoreset in the same step, so that an ended episode's final observation comes back in info).
-    The returns of the last returns_kept episodes are recorded (return_queue) for the explore_return column."""
-    single, env_info = prepare_env(env, if_record_ends)
-    if num_envs is None:
-        return gym.wrappers.RecordEpisodeStatistics(single, buffer_length=returns_kept), env_info
-    copies = [single] + [prepare_env(make_twin_env(env), if_record_ends)[0] for _ in range(num_envs - 1)]
-    vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
-                                          autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(vector_env, buffer_length=returns_kept), env_info
-
-
-def build_explore_env(args: "Arguments") -> gym.Env:
-    """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
-    vector env of num_envs (on-policy agents always get one). With her_k, a goal env records its episodes' ends.
-    It keeps the returns of as many episodes as a round of target_step steps can end, so that an explorer reports
-    every episode of its round (new_returns)."""
-    return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs,
-                     if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step))[0]
-
-
-def pop_not_done(env) -> torch.Tensor:
-    """What GoalObservation recorded since the last call, (steps * num_envs,) in the step-then-env order of an
-    off-policy trajectory: 1 where the step left its episode going on, 0 where it ended it."""
-    if hasattr(env, "num_envs"):
-        return torch.tensor(env.unwrapped.call("pop_not_done"), dtype=torch.float32).T.flatten()  # (N, T) -> (T * N,)
-    return torch.tensor(env.get_wrapper_attr("pop_not_done")(), dtype=torch.float32)
-
-
-def episode_count(env: gym.Env) -> int:
-    """Episodes the explorer's env has finished, as a Python int: the vector wrapper counts in numpy integers,
-    which a weights_only checkpoint refuses to load."""
-    return int(env.episode_count)
-
-
-# ---- evaluator and recorder ----
-
-
-def cpu_state_dict(net: torch.nn.Module) -> dict:
-    """A CPU copy of net's weights, to keep or to send to another process. Never the tensors themselves: a queue
-    moves a CPU tensor into shared memory, and the receiver would then read the learner's live (or half-updated)
-    parameters; a kept best actor would change with the training one."""
-    return {name: tensor.detach().to("cpu", copy=True) for name, tensor in net.state_dict().items()}
-
-
-def save_atomically(obj, path: str):
-    """torch.save aside, then rename: a reader (replay of a running cwd) or a kill never meets a half-written file."""
-    torch.save(obj, path + ".tmp")
-    os.replace(path + ".tmp", path)
-
-
-class Evaluator:
-    """Runs the deterministic policy for one episode in each of its eval envs side by side, prints one fixed-width
-    row per evaluation, appends the row to recorder.csv, saves actor.pt whenever the evaluation mean improves,
-    and redraws the learning curve at most every plot_gap seconds."""
-
-    eval_share = 0.1  # evaluations are spaced so that they take at most this share of the run's time
-    plot_gap = 10.0  # seconds between redraws of the plot (one costs about 0.3 s); finish() draws the last rows
-
-    def __init__(self, cwd: str, eval_envs: list[gym.Env], eval_gap: float, title: str, if_tensorboard: bool = False):
-        self.cwd, self.eval_envs, self.eval_gap, self.title = cwd, eval_envs, eval_gap, title
-        if if_tensorboard:  # optional: imported only when asked for, so the library does not need it
-            from torch.utils.tensorboard import SummaryWriter
-        self.writer = SummaryWriter(cwd) if if_tensorboard else None
-        self.start_time = time.time()
-        self.best_return = -math.inf
-        self.best_actor = None  # a CPU copy of the best actor's weights: actor.pt, and part of every checkpoint
-        self.history = []  # one dict per evaluation: the recorder.csv row, the mean episode length, the episodes so far
-        self.plot_path = None
-        self.if_legend_printed = False
-        self.last_eval_time, self.eval_seconds = -math.inf, 0.0  # when the last evaluation ended; its episodes' seconds
-        # the first redraw after plot_gap: a run that ends sooner is drawn once, by finish()
-        self.last_plot_time, self.plotted_rows = self.start_time, 0
-
-    def state_dict(self) -> dict:
-        return {"seconds": time.time() - self.start_time, "best_return": self.best_return, "best_actor": self.best_actor,
-                "history": self.history, "plot_path": self.plot_path}
-
-    def load_state_dict(self, state: dict | None):
-        """Carry on a resumed run from its checkpoint: its clock, best return and actor, rows for the plot. What the
-        run wrote after that checkpoint goes: recorder.csv is rewritten from the checkpoint's rows and actor.pt from its
-        best actor, so that steps keep increasing and actor.pt stays the actor of the best row recorded.
-        None: a fresh run (and a multiprocess checkpoint of an earlier version, taken before its first evaluation)."""
-        if state is not None:
-            self.start_time = time.time() - state["seconds"]
-            self.best_return, self.best_actor = state["best_return"], state["best_actor"]
-            self.history, self.plot_path = state["history"], state["plot_path"]
-            self.plotted_rows = len(self.history)
-        recorder_path, actor_path = os.path.join(self.cwd, "recorder.csv"), os.path.join(self.cwd, "actor.pt")
-        if self.history:
-            columns = [name for name in self.history[0] if name not in ("avg_length", "episodes")]  # plot-only
-            with open(recorder_path + ".tmp", "w", newline="") as f:
-                csv.writer(f).writerows([columns] + [[row[name] for name in columns] for row in self.history])
-            os.replace(recorder_path + ".tmp", recorder_path)
-        elif os.path.exists(recorder_path):
-            os.remove(recorder_path)
-        if self.best_actor is not None:
-            save_atomically(self.best_actor, actor_path)
-        elif os.path.exists(actor_path):
-            os.remove(actor_path)
-
-    def if_due(self) -> bool:
-        """Whether the wait after the last evaluation has passed. eval_gap=0 evaluates after every update round,
-        however long that takes: runs reproducible step for step."""
-        return self.eval_gap == 0 or time.time() - self.last_eval_time >= self.wait_seconds(self.eval_gap, self.eval_seconds)
-
-    @classmethod
-    def wait_seconds(cls, eval_gap: float, eval_seconds: float) -> float:
-        """Seconds between an evaluation that took eval_seconds and the next: eval_gap, or more so that evaluating
-        takes at most eval_share of the run (a long-surviving policy makes its episodes slow)."""
-        return max(eval_gap, eval_seconds * (1 - cls.eval_share) / cls.eval_share)
-
-    def evaluate_and_save(self, agent: AgentBase, step: int, episodes: int, explore_return: float,
-                          stats: dict[str, float]) -> float:
-        """One evaluation row after `episodes` exploration episodes; returns the evaluation mean."""
-        start = time.time()
-        returns, lengths, successes = zip(*run_episodes(self.eval_envs, agent))
-        self.eval_seconds = time.time() - start
-        avg_return, std_return = float(np.mean(returns)), float(np.std(returns))
-        if avg_return > self.best_return:
-            self.best_return, self.best_actor = avg_return, cpu_state_dict(agent.act)
-            save_atomically(self.best_actor, os.path.join(self.cwd, "actor.pt"))
-
-        row = {"step": step, "seconds": time.time() - self.start_time, "avg_return": avg_return,
-               "std_return": std_return, "explore_return": explore_return}
-        if not np.isnan(successes).all():  # a goal env: the share of episodes that ended at their goal
-            row["success_rate"] = float(np.mean(successes))
-        row |= stats
-        if not os.path.exists(os.path.join(self.cwd, "recorder.csv")):  # a resumed run appends to its rows
-            with open(os.path.join(self.cwd, "recorder.csv"), "w", newline="") as f:
-                csv.writer(f).writerow(row)
-        if not self.if_legend_printed:  # once per process, a resumed one too
-            print(" ".join(f"{name:>12}" for name in row))
-            self.if_legend_printed = True
-        with open(os.path.join(self.cwd, "recorder.csv"), "a", newline="") as f:
-            csv.writer(f).writerow(row.values())
-        print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:]))
-        self.history.append(row | {"avg_length": float(np.mean(lengths)), "episodes": episodes})
-        if self.writer is not None:
-            for name, value in list(row.items())[1:] + [("avg_length", self.history[-1]["avg_length"])]:
-                self.writer.add_scalar(name, value, step)
-            self.writer.flush()
-        if time.time() - self.last_plot_time >= self.plot_gap:
-            self.plot()
-        self.last_eval_time = time.time()
-        return avg_return
-
-    def finish(self):
-        """At the stop: draw the rows the plot does not show yet."""
-        if self.plotted_rows < len(self.history):
-            self.plot()
-
-    def plot(self):
-        """The learning curve as plot_<Episode>E_<Step>T_<Sec>s.png, replacing the previous one: exploration
-        return (blue), evaluation mean and std (red), episode length (grey area); objectives (green) below."""
-        history = self.history
-        steps = np.array([row["step"] for row in history])
-        column = lambda name: np.array([row.get(name, math.nan) for row in history], dtype=float)
-        avg_return, std_return = column("avg_return"), column("std_return")
-
-        fig = Figure(figsize=(8, 6))
-        ax_return, ax_objective = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
-        ax_length = ax_return.twinx()
-        ax_length.fill_between(steps, 0, column("avg_length"), color="grey", alpha=0.2)
-        ax_length.set_ylabel("evaluation episode length", color="grey")
-        ax_return.set_zorder(ax_length.get_zorder() + 1)  # returns drawn over the grey area
-        ax_return.patch.set_visible(False)
-        ax_return.plot(steps, column("explore_return"), color="royalblue", label="exploration return")
-        ax_return.plot(steps, avg_return, color="red", label="evaluation mean")
-        ax_return.fill_between(steps, avg_return - std_return, avg_return + std_return, color="red", alpha=0.2)
-        ax_return.set_ylabel("episode return")
-        ax_return.legend(loc="upper left")
-        ax_return.grid(alpha=0.3)
-        ax_objective.plot(steps, column("obj_critic"), color="green", label="obj_critic")
-        ax_objective.set_ylabel("obj_critic", color="green")
-        if "obj_actor" in history[-1]:
-            ax_actor = ax_objective.twinx()
-            ax_actor.plot(steps, column("obj_actor"), color="darkgreen", linestyle="--", label="obj_actor")
-            ax_actor.set_ylabel("obj_actor (dashed)", color="darkgreen")
-        ax_objective.set_xlabel("environment steps")
-        seconds, episodes = history[-1]["seconds"], history[-1]["episodes"]
-        fig.suptitle(f"{self.title}: {episodes} episodes, {steps[-1]} steps, {int(seconds)} s")
-
-        path = os.path.join(self.cwd, f"plot_{episodes}E_{steps[-1]}T_{int(seconds)}s.png")
-        fig.savefig(path, dpi=80)
-        if self.plot_path not in (None, path) and os.path.exists(self.plot_path):  # gone if killed after a redraw
-            os.remove(self.plot_path)  # one plot in cwd, the newest
-        self.plot_path = path
-        self.last_plot_time, self.plotted_rows = time.time(), len(history)
-
-
-def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = None) -> list[tuple[float, int, float]]:
-    """One episode of the deterministic policy in each env, side by side: one batched forward per step for the
-    envs still running. Returns (return, length, success) per env, success the last step's info["is_success"] (goal
-    envs report it) or NaN; appends envs[0].render() frames if given."""
-    states = [env.reset()[0] for env in envs]
-    returns, lengths, successes = [0.0] * len(envs), [0] * len(envs), [math.nan] * len(envs)
-    running = list(range(len(envs)))
-    while running:
-        if frames is not None and running[0] == 0:
-            frames.append(envs[0].render())
-        actions = agent.select_action(np.stack([states[i] for i in running]), deterministic=True)
-        still_running = []
-        for i, action in zip(running, actions, strict=True):
-            states[i], reward, terminated, truncated, info = envs[i].step(action)
-            returns[i] += float(reward)
-            lengths[i] += 1
-            if not (terminated or truncated):
-                still_running.append(i)
-            elif "is_success" in info:
-                successes[i] = float(info["is_success"])
-        running = still_running
-    return list(zip(returns, lengths, successes))
-
-
-def build_evaluator(args: Arguments, env_info: EnvInfo, step: int, state: dict | None) -> Evaluator:
-    """An Evaluator with eval_times envs of its own, seeded after every explorer's env copies (seed + step + their
-    index, on every rank under torchrun), carrying on a resumed run's recorder state."""
-    eval_envs = [prepare_env(make_twin_env(args.env))[0] for _ in range(args.eval_times)]
-    world = torchrun_world()
-    explore_copies = args.num_envs * args.num_workers * (1 if world is None else world[1])
-    for i, eval_env in enumerate(eval_envs):
-        eval_env.reset(seed=args.seed + step + explore_copies + i)
-    evaluator = Evaluator(args.cwd, eval_envs, args.eval_gap, f"{args.agent.__name__} on {env_info.env_name}",
-                          args.if_tensorboard)
-    if args.if_resume:
-        evaluator.load_state_dict(state)
-    return evaluator
-
-
-# ---- checkpoints ----
-
-
-CHECKPOINT_VERSION = 2  # the layout of run_state.pt; a checkpoint of another layout is refused rather than misread
-
-
-def rng_states() -> dict:
-    """torch's CPU generator and every GPU's, so that a resumed run draws what it would have drawn."""
-    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_states(states: dict):
-    torch.set_rng_state(states["cpu"])
-    if states["cuda"] and torch.cuda.is_available() and len(states["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(states["cuda"])  # else resumed on another machine: the GPUs draw anew
-
-
-def save_checkpoint(cwd: str, agent: AgentBase, buffer: ReplayBuffer | RolloutBuffer | None, run_state: dict):
-    """cwd/checkpoint/: the agent's networks, targets and optimizers, the replay buffer's filled part (None: left
-    out, if_save_buffer=False), and run_state (counters, the recorder's state with its best actor, RNG states).
-    Written aside and renamed, so a kill at any moment leaves one complete checkpoint: `checkpoint`, or
-    `checkpoint.old` during the instant between the two renames."""
-    final, aside, old = (os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
-    shutil.rmtree(aside, ignore_errors=True)
-    os.makedirs(aside)
-    agent.save_or_load_agent(aside, if_save=True)
-    # an on-policy rollout is discarded after each update anyway; ACER's replayed ones are not
-    if_buffer_saved = isinstance(buffer, (ReplayBuffer, SegmentReplayBuffer))
-    if if_buffer_saved:
-        torch.save(buffer.state_dict(), os.path.join(aside, "buffer.pt"))
-    torch.save(run_state | {"version": CHECKPOINT_VERSION, "if_buffer_saved": if_buffer_saved},
-               os.path.join(aside, "run_state.pt"))
-    if os.path.isdir(final):
-        shutil.rmtree(old, ignore_errors=True)
-        os.rename(final, old)
-    os.rename(aside, final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def find_checkpoint(cwd: str) -> str:
-    path = next((os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.old")
-                 if os.path.isdir(os.path.join(cwd, name))), None)
-    if path is None:
-        raise MissingRunError(f"no checkpoint in {cwd!r} to resume from (cwd/checkpoint is written every save_gap "
-                              f"seconds and at every stop)")
-    return path
-
-
-def read_run_state(cwd: str) -> dict:
-    """The counters, recorder state and RNG states of cwd's checkpoint (a weights_only load)."""
-    path = os.path.join(find_checkpoint(cwd), "run_state.pt")
-    run_state = load_weights(path, "cpu")
-    if run_state.get("version") != CHECKPOINT_VERSION:
-        raise RefusedError(f"{path} was written by another version of AgentRun.py (checkpoint layout "
-                           f"{run_state.get('version', 1)}, this one reads {CHECKPOINT_VERSION}); resume it with the "
-                           f"version that wrote it, or start a new run")
-    return run_state
-
-
-def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
-    """Restore the agent and the buffer from cwd's checkpoint (weights_only loads) and return run_state."""
-    run_state = read_run_state(cwd)
-    path = find_checkpoint(cwd)
-    agent.save_or_load_agent(path, if_save=False)
-    if run_state["if_buffer_saved"]:
-        buffer.load_state_dict(load_weights(os.path.join(path, "buffer.pt"), buffer.device))
-    elif isinstance(buffer, (ReplayBuffer, SegmentReplayBuffer)):
-        print(f"resume: {path} holds no replay buffer (if_save_buffer=False); it refills from new exploration, "
-              f"and learning waits until it holds batch_size transitions", flush=True)
-    return run_state
-
-
-def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) -> dict:
-    """Where the run starts: step 0, or the checkpoint's counters and recorder state; given an agent and a buffer
-    (the process that learns), they are restored from it and the RNG states set as they were."""
-    if not args.if_resume:
-        return {"step": 0, "episodes": 0, "evaluator": None}
-    if agent is None:
-        return read_run_state(args.cwd)
-    run_state = load_checkpoint(args.cwd, agent, buffer)
-    set_rng_states(run_state["rng"])
-    return run_state
-
-
-# ---- loop building blocks ----
-
-
-def build_agent(args: Arguments, env_info: EnvInfo, device=None) -> AgentBase:
-    """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
-    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
-    return new_agent(args.agent, args.net_dim, env_info, device, hyperparameters)
-
-
-def new_agent(agent_class: type, net_dim: int, env_info: EnvInfo, device, hyperparameters: dict) -> AgentBase:
-    """An agent for the env of env_info: a multi-agent one is also told the size of the team."""
-    team = {"num_agents": env_info.num_agents} if agent_class.if_multi_agent else {}
-    return agent_class(net_dim, env_info.state_dim, env_info.action_dim, device=device, **team, **hyperparameters)
-
-
-def build_buffer(args: Arguments, env_info: EnvInfo, device) -> ReplayBuffer | RolloutBuffer:
-    if args.agent.if_off_policy:
-        sizes = (args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
-        if args.her_k:  # relabelled rewards come from the learner's own copy of the env
-            feedback = prepare_env(make_twin_env(args.env))[0].get_wrapper_attr("feedback")
-            return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
-                                         num_envs=args.num_envs * args.num_workers,  # a round's env copies
-                                         reward_scale=args.reward_scale, gamma=args.gamma)
-        num_rewards = env_info.num_agents if args.agent.if_agent_rewards else 1
-        return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents,
-                                                                          num_rewards=num_rewards)
-    if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
-        return SegmentReplayBuffer(args.max_memo, device)
-    return RolloutBuffer(device)
-
-
-def build_learner(args: Arguments, env_info: EnvInfo) -> tuple[AgentBase, ReplayBuffer | RolloutBuffer, dict]:
-    """What the process that learns starts from: its threads, its seed, the agent and the buffer, restored from the
-    checkpoint (RNG states too) when the run resumes, and run_state (start_state)."""
-    torch.set_num_threads(args.num_threads)
-    torch.manual_seed(args.seed)
-    agent = build_agent(args, env_info)
-    buffer = build_buffer(args, env_info, agent.device)
-    return agent, buffer, start_state(args, agent, buffer)
-
-
-def explore(agent: AgentBase, env, horizon: int, args: Arguments, step: int) -> tuple[torch.Tensor, ...]:
-    """One round of exploration from `step` on: with uniformly random actions while step < random_steps
-    (off-policy agents), which covers the action space before the policy narrows it (TD3 paper, section 6.1)."""
-    if agent.if_off_policy and step < args.random_steps:
-        trajectory = agent.explore_env(env, horizon, if_random=True)
-    else:
-        trajectory = agent.explore_env(env, horizon)
-    if args.her_k:  # HindsightReplayBuffer.extend takes where the episodes ended as well
-        trajectory += (pop_not_done(env),)
-    return trajectory
-
-
-def ready_to_learn(args: Arguments, step: int, buffer) -> bool:
-    """Whether to update after exploring up to `step`: on-policy always; off-policy once the random warm-up is
-    over and the buffer holds a batch (a run resumed without its buffer refills it first). While it is False the
-    loops zero buffer.add_size, so that the first update round trains on one round's worth of transitions (the TD3
-    paper's warm-up is not paid for with updates either)."""
-    return not args.agent.if_off_policy or (step >= args.random_steps and buffer.cur_len >= args.batch_size)
-
-
-def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save: typing.Callable[[], None] | None):
-    """Stop, with the run saved as it was before this trajectory (save; None where another process checkpoints: its
-    last checkpoint stands), at the first step with a NaN or infinite value in any of its tensors (observation,
-    reward, or the agent's own action): learning from it would poison every network. Off-policy tensors are
-    (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...), both in step-then-env order."""
-    lead_shape = trajectory[0].shape[:-1]  # states carry one feature dimension after the step dimensions
-    finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in trajectory]).all(0)
-    if not finite.all():
-        first = int(torch.nonzero(~finite.flatten())[0])  # index in (horizon,) or (horizon * num_envs,) order
-        if save is not None:
-            save()
-        saved = ("the run is saved as it was before that round" if save is not None else
-                 "the run's last checkpoint stands (written every save_gap seconds)")
-        raise RefusedError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
-                           f"action) at step {step + first + 1} (env {first % num_envs}); {saved}, the bad "
-                           f"transitions are not in the buffer")
-
-
-def limit_reason(args: Arguments, step: int, seconds: float) -> str | None:
-    """Why the run must stop now that it has taken `step` steps in `seconds`, or None."""
-    if step >= args.break_step:
-        return f"reached break_step {args.break_step}"
-    if seconds >= args.max_time:
-        return f"reached max_time {args.max_time} s"
-    return None
-
-
-def target_reason(args: Arguments, avg_return: float) -> str | None:
-    """Why the run stops after an evaluation with this mean, or None."""
-    if avg_return >= args.target_return:
-        return f"reached target_return {args.target_return} (evaluation mean {avg_return:.1f})"
-    return None
-
-
-def stop_file_reason(cwd: str) -> str | None:
-    """A file named `stop` in cwd asks the run to stop; it is honoured once, so that a resume carries on."""
-    path = os.path.join(cwd, "stop")
-    if not os.path.exists(path):
-        return None
-    os.remove(path)
-    return "found the file `stop` in cwd"
-
-
-def print_banner(args: Arguments, env_info: EnvInfo, step: int, where: str):
-    print(f"{args.agent.__name__} on {env_info.env_name} | {where} | cwd {args.cwd} | target_return {args.target_return}"
-          + (f" | resumed at step {step}" if args.if_resume else ""), flush=True)
-
-
-# ---- train_and_evaluate and its serial body ----
-
-
-def train_and_evaluate(args: Arguments) -> dict:
-    """Train until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C, in one process
-    (train_serial) or with explorer and learner processes beside this one (train_multiprocess), as
-    if_multiprocess says (None: the agent's default, the loop measured faster for it); an asynchronous agent (A3C)
-    in its workers' processes (train_async); under torchrun as one of its data-parallel learners (train_distributed).
-    Returns how it stopped."""
-    env_info = prepare_env(args.env)[1]
-    args.resolve(env_info)
-    world = torchrun_world()
-    if world is None:
-        args.prepare_cwd()
-        loop = train_async if args.agent.if_async else train_multiprocess if args.if_multiprocess else train_serial
-        stop_reason, step, evaluator = loop(args, env_info)
-    else:
-        stop_reason, step, evaluator = train_distributed(args, env_info, *world)
-        if evaluator is None:  # a rank other than 0: rank 0 records and reports
-            return {"stop_reason": stop_reason, "step": step}
-    seconds = time.time() - evaluator.start_time
-    print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
-          f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
-    return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
-            "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
-
-
-def train_serial(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
-    """One process explores target_step steps, updates, evaluates when due (Evaluator.if_due) and checkpoints every
-    save_gap seconds: the debugging path and the reference for correctness. Returns the stop reason, step, recorder."""
-    agent, buffer, run_state = build_learner(args, env_info)
-    step, episodes_before = run_state["step"], run_state["episodes"]  # episodes_before: of the run before this process
-    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
-    env = build_explore_env(args)
-    # a resumed run starts new episodes: an environment's inner state cannot be saved in general
-    agent.last_state = env.reset(seed=args.seed + step)[0]
-    print_banner(args, env_info, step, f"device {agent.device}")
-    horizon = max(1, args.target_step // args.num_envs)  # steps of each env per round
-
-    def save():
-        save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
-                        {"step": step, "episodes": episodes_before + episode_count(env),
-                         "evaluator": evaluator.state_dict(), "rng": rng_states()})
-
-    episodes_seen, last_save_time, stop_reason = 0, time.time(), None
-    try:
-        while stop_reason is None:
-            trajectory = explore(agent, env, horizon, args, step)
-            check_finite(trajectory, step, args.num_envs, save)
-            buffer.extend(*trajectory)
-            step += horizon * args.num_envs
-            learns = ready_to_learn(args, step, buffer)
-            if learns:
-                stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
-            else:
-                buffer.add_size = 0  # transitions from before learning starts are not paid for with updates
-            # after the update: it learns on the inputs the rollout's log-probs were computed from
-            agent.update_state_norm(trajectory[0])
-            stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
-            if learns and (evaluator.if_due() or stop_reason is not None):  # the last round is evaluated too
-                new_episodes, episodes_seen = episode_count(env) - episodes_seen, episode_count(env)
-                explore_return = float(np.mean(list(env.return_queue)[-new_episodes:])) if new_episodes else math.nan
-                avg_return = evaluator.evaluate_and_save(agent, step, episodes_before + episodes_seen, explore_return, stats)
-                stop_reason = target_reason(args, avg_return) or stop_reason
-            stop_reason = stop_file_reason(args.cwd) or stop_reason  # consumed even when the run stops anyway
-            if stop_reason is not None:
-                evaluator.finish()  # before the last checkpoint, which records the plot's name
-            if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
-                save()
-                last_save_time = time.time()
-    except KeyboardInterrupt:
-        evaluator.finish()
-        save()  # the rollout or round in flight is lost; everything before it is in the checkpoint
-        stop_reason = "Ctrl-C"
-    return stop_reason, step, evaluator
-
-
-# ---- multiprocess body ----
-
-
-def train_multiprocess(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
-    """Explorers (num_workers) and a learner in processes of their own; this process records. Each explorer steps its
-    env(s) with a CPU copy of the actor (explorer_process: on-policy rounds wait for their weights, off-policy ones
-    do not). A round is one trajectory of each explorer, target_step steps in all, which the learner takes as one of
-    num_envs * num_workers env copies (merge_trajectories). The learner owns the buffer and the networks, on cuda when
-    there is one, and writes checkpoints. A child that raises or dies stops the run with an error naming it; Ctrl-C or
-    a `stop` file stops it cleanly."""
-    run_state = start_state(args)
-    step = run_state["step"]
-    channels, explorers, learner = build_children(args, env_info, step)
-    children = [*explorers, learner]
-    torch.set_num_threads(1)
-    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
-    agent = build_agent(args, env_info, device="cpu")  # the recorder's copy
-    state_path = os.path.join(args.cwd, RECORDER_STATE)
-    save_atomically(evaluator.state_dict(), state_path)  # the resumed one, if resumed: no newer one from before
-    # the learner's episodes and the sum of their returns in this session, at the last row
-    stop_reason, explored_before = None, (run_state["episodes"], 0.0)
-    with children_started(children) as ctrl_c:
-        print_banner(args, env_info, step, "multiprocess: " + ", ".join(f"{child.name} pid {child.pid}" for child in children))
-        try:
-            while stop_reason is None and not ctrl_c:
-                raise_if_failed(children, channels.errors)
-                report = next_report(channels.reports, learner)
-                if report is None:
-                    continue
-                step, stop_reason = report.step, report.stop_reason
-                if report.weights is None or (stop_reason is None and not evaluator.if_due()):
-                    continue  # the learner sends every round; the newest is evaluated when due, and the last one
-                new_episodes, new_return_sum = report.episodes - explored_before[0], report.return_sum - explored_before[1]
-                explore_return = new_return_sum / new_episodes if new_episodes else math.nan
-                explored_before = report.episodes, report.return_sum
-                agent.act.load_state_dict(report.weights)
-                avg_return = evaluator.evaluate_and_save(agent, step, report.episodes, explore_return, report.stats)
-                save_atomically(evaluator.state_dict(), state_path)
-                stop_reason = target_reason(args, avg_return) or stop_reason
-            stop_reason = stop_reason or "Ctrl-C"
-        finally:
-            try:
-                evaluator.finish()
-                save_atomically(evaluator.state_dict(), state_path)  # for the learner's final checkpoint
-            finally:
-                terminated = stop_children(children, channels)
-    raise_if_failed([child for child in children if child not in terminated], channels.errors)
-    if learner in terminated:  # the explorers have nothing to save; the learner had
-        raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and was "
-                           f"terminated before it finished its final checkpoint: that checkpoint is lost, and resume "
-                           f"continues from the last periodic one (written every save_gap={args.save_gap} s)")
-    return stop_reason, step, evaluator
-
-
-CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
-# The recorder's state (Evaluator.state_dict), which the learner copies into each checkpoint. A file written aside and
-# renamed, not a queue: a process killed while it writes a large item into a queue's pipe leaves half of it there,
-# and its reader would wait for the rest forever.
-RECORDER_STATE = "recorder_state.pt"
-
-
-class Channels(typing.NamedTuple):
-    """What the processes of a multiprocess run share; each queue of one item holds the newest (put_newest). Their
-    items stay small (torch sends a CPU tensor as a handle to shared memory), so each is written to the pipe whole."""
-    stop: typing.Any  # an Event: the run is stopping
-    errors: typing.Any  # a Queue of (child name, traceback) from children that raised
-    weights: tuple  # learner -> each explorer (a Queue each): a CPU copy of the newest actor
-    trajectories: tuple  # each explorer (a Queue each) -> learner: (trajectory, returns of the episodes it ended)
-    reports: typing.Any  # learner -> recorder: the newest LearnerReport
-
-
-class LearnerReport(typing.NamedTuple):
-    """What the learner sends the recorder after each round of a multiprocess run (the newest replaces the last)."""
-    step: int  # environment steps taken, all sessions of the run
-    episodes: int  # exploration episodes finished, all sessions
-    return_sum: float  # the sum of their returns in this session
-    stats: dict  # the round's update_net stats; empty before learning starts
-    weights: dict | None  # a CPU copy of the actor to evaluate; None before learning starts (nothing to evaluate)
-    stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
-
-
-def build_children(args: Arguments, env_info: EnvInfo, step: int) -> tuple[Channels, list, typing.Any]:
-    """The channels, the explorer processes and the learner process of a run at `step`, not started yet."""
-    ctx = mp.get_context(start_method_for(args.start_method))
-    one_per_worker = lambda: tuple(ctx.Queue(1) for _ in range(args.num_workers))
-    channels = Channels(ctx.Event(), ctx.Queue(), one_per_worker(), one_per_worker(), ctx.Queue(1))
-    names = ["explorer"] if args.num_workers == 1 else [f"explorer {worker}" for worker in range(args.num_workers)]
-    explorers = [ctx.Process(target=run_child, name=name, daemon=True,
-                             args=(explorer_process, channels, args, env_info, step, worker))
-                 for worker, name in enumerate(names)]
-    learner = ctx.Process(target=run_child, name="learner", daemon=True, args=(learner_process, channels, args, env_info))
-    return channels, explorers, learner
-
-
-# What fetching a received tensor's shared memory raises when its sender has left (FileNotFoundError, an OSError) or
-# leaves during the fetch (EOFError: its resource sharer closed the connection).
-SENDER_LEFT = (OSError, EOFError)
-
-
-def next_report(reports, learner) -> LearnerReport | None:
-    """The learner's newest report, or None if none came within 0.2 s, or if the learner died after sending it (its
-    shared memory went with it): the recorder's next look at the children says why."""
-    try:
-        return reports.get(timeout=0.2)
-    except queue.Empty:
-        return None
-    except SENDER_LEFT:
-        learner.join(timeout=10)
-        return None
-
-
-def start_method_for(requested: str | None) -> str | None:
-    """The multiprocessing start method: fork copies this process's CUDA state, which a child cannot use
-    ("Cannot re-initialize CUDA in forked subprocess"), so where CUDA is available the default is spawn, and fork
-    is refused once CUDA is initialised here. None elsewhere: the platform's default."""
-    if requested is None:
-        return "spawn" if torch.cuda.is_available() or torch.cuda.is_initialized() else None
-    if requested == "fork" and torch.cuda.is_initialized():
-        raise RefusedError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked child "
-                           "cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
-    return requested
-
-
-@contextlib.contextmanager
-def children_started(children: list):
-    """Start the children with SIGINT ignored, which a spawned child keeps through its start-up (a Ctrl-C reaches the
-    whole process group and would otherwise end it with KeyboardInterrupt while it imports). Within the block, Ctrl-C
-    appends to the yielded list instead of raising KeyboardInterrupt: raised between any two bytecodes, that can land
-    inside a queue's put and leave it half-done (a one-item queue full forever, on which the stop then hangs). A list,
-    not an Event: one handler can interrupt another, and Event.set takes a lock. Signals reach the main thread only,
-    and a SIGINT that this process ignores (a background job) stays ignored."""
-    pressed, if_main = [], threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if if_main else None
-    try:
-        for child in children:
-            child.start()
-        if if_main and previous is not signal.SIG_IGN:
-            signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
-        yield pressed
-    finally:
-        if if_main:  # None: a handler installed outside Python, which getsignal cannot return
-            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
-
-
-def run_child(target, channels: Channels, *target_args):
-    """A child's entry: Ctrl-C is the parent's to handle; SIGTERM ends it (a forked child inherits the parent's
-    handlers, and SDL's, installed by pygame when an env renders, would ignore it); an exception goes to the parent
-    as text, exit code 1."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        target(channels, *target_args)
-    except BaseException:
-        channels.errors.put((mp.current_process().name, traceback.format_exc()))
-        sys.exit(1)
-
-
-def stop_children(children: list, channels: Channels) -> list:
-    """Stop the run: wait for the children to leave (the learner writes its final checkpoint); terminate those that
-    do not (kill those that survive that), so that no child outlives the run. Returns the ones that had to be
-    terminated."""
-    channels.stop.set()
-    for child in children:  # the learner writes its last checkpoint before it leaves
-        child.join(timeout=CHILD_EXIT_SECONDS)
-    terminated = [child for child in children if child.is_alive()]
-    for child in terminated:
-        child.terminate()
-        child.join(timeout=10)
-        if child.is_alive():
-            child.kill()
-            child.join()
-    return terminated
-
-
-def raise_if_failed(children: list, error_queue):
-    failed = [child for child in children if child.exitcode not in (None, 0)]
-    if failed:
-        raise RuntimeError(describe_failure(failed, error_queue))
-
-
-def describe_failure(failed: list, error_queue) -> str:
-    """Every failed child (a learner's death can fail the explorer's next receipt of weights) and what each raised."""
-    messages = []
-    while True:
-        try:
-            messages.append("{} raised:\n{}".format(*error_queue.get(timeout=0.5)))
-        except queue.Empty:
-            break
-    hows = [f"the {child.name} process " + (f"was killed by signal {-child.exitcode}" if child.exitcode < 0
-                                             else f"exited with code {child.exitcode}") for child in failed]
-    return "; ".join(hows) + "; the run stopped" + ("\n" + "\n".join(messages) if messages else "")
-
-
-def put_newest(q, item):
-    """Replace whatever the one-item queue holds: a reader wants the newest weights, not a backlog. Never
-    blocks: an item still on its way into the queue is taken out as soon as it lands."""
-    while True:
-        try:
-            q.get_nowait()
-        except queue.Empty:
-            pass
-        try:
-            return q.put_nowait(item)
-        except queue.Full:
-            continue
-
-
-def is_stopping(stop_event) -> bool:
-    """The run is stopping, or (in a child) the parent is gone (killed), so that no child outlives it."""
-    parent = mp.parent_process()
-    return stop_event.is_set() or (parent is not None and not parent.is_alive())
-
-
-def receive(q, stop_event, timeout: float | None = None):
-    """The next item, waiting up to timeout seconds (None: not at all), or None if none came. None also once the run
-    is stopping and the item's sender has left: its tensors in shared memory can no longer be fetched from it
-    (FileNotFoundError once it is gone, EOFError while it is leaving)."""
-    try:
-        return q.get(timeout=timeout) if timeout is not None else q.get_nowait()
-    except queue.Empty:
-        return None
-    except SENDER_LEFT:
-        if is_stopping(stop_event):
-            return None
-        raise
-
-
-def get_until_stopped(q, stop_event):
-    """The next item, or None once the run stops: no process waits forever on one that has stopped."""
-    while not is_stopping(stop_event):
-        item = receive(q, stop_event, timeout=0.2)
-        if item is not None:
-            return item
-    return None
-
-
-def put_until_stopped(q, item, stop_event) -> bool:
-    while not is_stopping(stop_event):
-        try:
-            q.put(item, timeout=0.2)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
-# Steps of each env between an off-policy explorer's looks for newer weights, within a round too: the learner's weights
-# age less before they act.
-REFRESH_STEPS = 32
-
-
-def build_worker(args: Arguments, env_info: EnvInfo, start_step: int, worker: int) -> tuple[AgentBase, gym.Env]:
-    """The CPU agent and the env of worker `worker` of num_workers: its env copies seeded after the earlier workers'
-    (as one vector env's copies are), its exploration noise from a stream of its own (the learner draws from seed)."""
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed + start_step + 1 + worker)
-    agent = build_agent(args, env_info, device="cpu")
-    env = build_explore_env(args)
-    # as in the serial loop, resumed runs start new episodes
-    agent.last_state = env.reset(seed=args.seed + start_step + worker * args.num_envs)[0]
-    return agent, env
-
-
-def new_returns(env, episodes_seen: int) -> list[float]:
-    """The returns of the env's episodes after the first episodes_seen (gymnasium's RecordEpisodeStatistics)."""
-    new_episodes = episode_count(env) - episodes_seen
-    return [float(value) for value in list(env.return_queue)[-new_episodes:]] if new_episodes else []
-
-
-def explorer_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int, worker: int):
-    """An off-policy explorer takes the newest weights every REFRESH_STEPS steps without waiting, so it collects the
-    next round while the learner trains on the last (its weights one to three rounds old). An on-policy one acts a round
-    with one set of weights and waits for the weights trained on it, so that every round is learned from the policy that
-    acted (PPO's ratio starts at 1; weights a round old clipped PPO around a stale policy: History/UPDATE_LOG.md,
-    2026-11-26); the recorder's evaluation still overlaps the rounds."""
-    agent, env = build_worker(args, env_info, start_step, worker)
-    horizon = max(1, args.target_step // (args.num_envs * args.num_workers))
-    weights_queue, trajectories = channels.weights[worker], channels.trajectories[worker]
-    trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
-    weights = get_until_stopped(weights_queue, channels.stop)
-    if weights is None:
-        return
-    agent.act.load_state_dict(weights)
-    episodes_sent, step = 0, start_step  # step: of all the workers, which explore in step (a round is one of each)
-    if_wait = not args.agent.if_off_policy  # for the weights trained on its last rollout
-    chunk_steps = horizon if if_wait else REFRESH_STEPS
-    while True:
-        chunks = []
-        for chunk_start in range(0, horizon, chunk_steps):
-            chunks.append(explore(agent, env, min(chunk_steps, horizon - chunk_start), args, step))
-            step += min(chunk_steps, horizon - chunk_start) * args.num_envs * args.num_workers
-            weights = None if if_wait else receive(weights_queue, channels.stop)  # the newest, if any came since
-            if weights is not None:
-                agent.act.load_state_dict(weights)
-        trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
-        returns, episodes_sent = new_returns(env, episodes_sent), episode_count(env)
-        if not put_until_stopped(trajectories, (trajectory, returns), channels.stop) or is_stopping(channels.stop):
-            break
-        if if_wait:
-            weights = get_until_stopped(weights_queue, channels.stop)
-            if weights is None:
-                break
-            agent.act.load_state_dict(weights)
-
-
-def merge_trajectories(trajectories: list[tuple[torch.Tensor, ...]], if_off_policy: bool, num_envs: int
-                       ) -> tuple[torch.Tensor, ...]:
-    """The workers' trajectories of one round (each of num_envs env copies and the same horizon) as the trajectory of
-    one vector env of num_envs * num_workers copies, worker by worker at every step: on-policy (T, N, ...) tensors
-    side by side along N; off-policy (T * N, ...) ones in the same step-then-env order."""
-    if len(trajectories) == 1:
-        return trajectories[0]
-    if not if_off_policy:
-        return tuple(torch.cat(parts, dim=1) for parts in zip(*trajectories))
-    return tuple(torch.cat([part.unflatten(0, (-1, num_envs)) for part in parts], dim=1).flatten(0, 1)
-                 for parts in zip(*trajectories))
-
-
-def learner_process(channels: Channels, args: Arguments, env_info: EnvInfo):
-    """Owns the buffer and the networks; writes every checkpoint, with the recorder's newest state in it."""
-    agent, buffer, run_state = build_learner(args, env_info)
-    step, episodes = run_state["step"], run_state["episodes"]
-    start_time = time.time() - (run_state["evaluator"] or {"seconds": 0.0})["seconds"]  # max_time counts all sessions
-    print(f"learner: device {agent.device}" + (f", resumed at step {step}" if args.if_resume else ""), flush=True)
-    for weights_queue in channels.weights:
-        weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
-        put_newest(weights_queue, cpu_state_dict(agent.act))
-    return_sum, last_save_time, reason = 0.0, time.time(), None  # return_sum: of this session's episodes
-
-    def save():  # with the recorder's newest state, which its last evaluation wrote before the stop
-        save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
-                        {"step": step, "episodes": episodes, "rng": rng_states(),
-                         "evaluator": load_weights(os.path.join(args.cwd, RECORDER_STATE), "cpu")})
-
-    while reason is None:
-        items = [get_until_stopped(trajectories, channels.stop) for trajectories in channels.trajectories]
-        if None in items:
-            break
-        trajectory = merge_trajectories([item[0] for item in items], args.agent.if_off_policy, args.num_envs)
-        returns = [value for item in items for value in item[1]]
-        check_finite(trajectory, step, args.num_envs * args.num_workers, save)
-        buffer.extend(*trajectory)  # both buffers move it to the learner's device
-        step += trajectory[0].shape[0] * (1 if args.agent.if_off_policy else trajectory[0].shape[1])
-        episodes, return_sum = episodes + len(returns), return_sum + sum(returns)
-        stats, weights, learns = {}, None, ready_to_learn(args, step, buffer)
-        if learns:
-            stats = agent.update_net(buffer, args.batch_size, args.repeat_times)
-        else:
-            buffer.add_size = 0  # as in the serial loop
-        agent.update_state_norm(trajectory[0])  # as in the serial loop; the explorers take it with the next weights
-        if learns:
-            weights = cpu_state_dict(agent.act)
-            for weights_queue in channels.weights:
-                put_newest(weights_queue, weights)
-        reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - start_time)
-        put_newest(channels.reports, LearnerReport(step, episodes, return_sum, stats, weights, reason))  # evaluated when due
-        if time.time() - last_save_time >= args.save_gap:
-            save()
-            last_save_time = time.time()
-    while not is_stopping(channels.stop):  # the recorder evaluates the last weights, then stops the run
-        time.sleep(0.05)
-    if mp.parent_process().is_alive():  # a killed run keeps its last periodic checkpoint, as a serial one does
-        save()
-
-
-# ---- asynchronous body (A3C) ----
-
-
-def train_async(args: Arguments, env_info: EnvInfo) -> tuple[str, int, Evaluator]:
-    """An asynchronous agent's loop (AgentZoo.AgentA3C): its networks and optimizer statistics in shared memory, on
-    the CPU, stepped without locks by num_workers processes that each explore and learn (async_worker_process);
-    this process counts their steps, evaluates a copy of the shared actor when due, and checkpoints the shared agent
-    every save_gap seconds (a copy taken while workers step it, as lock-free as their own reads) and, after the
-    workers have left, at the stop. A worker that raises or dies stops the run with an error naming it."""
-    torch.set_num_threads(args.num_threads)
-    torch.manual_seed(args.seed)
-    shared = build_agent(args, env_info, device="cpu")
-    run_state = start_state(args, shared)
-    shared.share()
-    step, episodes = run_state["step"], run_state["episodes"]
-    evaluator = build_evaluator(args, env_info, step, run_state["evaluator"])
-    recorder = build_agent(args, env_info, device="cpu")  # evaluates copies of the shared actor
-    ctx = mp.get_context(start_method_for(args.start_method))
-    channels = Channels(ctx.Event(), ctx.Queue(), (), (), ctx.Queue())  # reports: (transitions, returns, stats)
-    # the steps the workers have taken or begun: they stop at break_step themselves, however far this process lags
-    steps_begun = ctx.Value("q", step)
-    workers = [ctx.Process(target=run_child, name=f"worker {worker}", daemon=True,
-                           args=(async_worker_process, channels, args, env_info, step, worker, shared, steps_begun))
-               for worker in range(args.num_workers)]
-
-    def save():
-        save_checkpoint(args.cwd, shared, None, {"step": step, "episodes": episodes, "evaluator": evaluator.state_dict(),
-                                                 "rng": rng_states()})
-
-    stop_reason, stats, returns, last_save_time = None, {}, [], time.time()  # returns: since the last evaluation
-    with children_started(workers) as ctrl_c:
-        print_banner(args, env_info, step, "asynchronous: " + ", ".join(f"{child.name} pid {child.pid}" for child in workers))
-        try:
-            while stop_reason is None and not ctrl_c:
-                raise_if_failed(workers, channels.errors)
-                report = receive(channels.reports, channels.stop, timeout=0.2)
-                if report is None:
-                    continue
-                transitions, worker_returns, stats = report
-                step, episodes, returns = step + transitions, episodes + len(worker_returns), returns + worker_returns
-                stop_reason = stop_file_reason(args.cwd) or limit_reason(args, step, time.time() - evaluator.start_time)
-                if evaluator.if_due() or stop_reason is not None:
-                    recorder.act.load_state_dict(shared.act.state_dict())
-                    explore_return = float(np.mean(returns)) if returns else math.nan
-                    avg_return = evaluator.evaluate_and_save(recorder, step, episodes, explore_return, stats)
-                    stop_reason, returns = target_reason(args, avg_return) or stop_reason, []
-                if time.time() - last_save_time >= args.save_gap:
-                    save()
-                    last_save_time = time.time()
-            stop_reason = stop_reason or "Ctrl-C"
-        finally:
-            terminated = stop_children(workers, channels)
-            # count what the workers learnt from after the last report read (whole reports only: a killed writer
-            # can leave half of one in the pipe, and reading it would wait forever)
-            while all(child.exitcode == 0 for child in workers) and (report := receive(channels.reports, channels.stop)):
-                step, episodes = step + report[0], episodes + len(report[1])
-            evaluator.finish()
-            save()  # nothing steps the shared networks any more (a worker killed in a step may have left it half-done)
-    raise_if_failed([child for child in workers if child not in terminated], channels.errors)
-    return stop_reason, step, evaluator
-
-
-def async_worker_process(channels: Channels, args: Arguments, env_info: EnvInfo, start_step: int, worker: int,
-                         shared: AgentBase, steps_begun):
-    """A3C's worker (Algorithm S3): explore target_step steps with its copy of the networks, step the shared ones with
-    the rollout's gradients (AgentA3C.update_net), report, repeat until the run stops or the workers together have
-    begun break_step steps (steps_begun, counted before each rollout)."""
-    agent, env = build_worker(args, env_info, start_step, worker)
-    agent.attach(shared)
-    buffer = RolloutBuffer()
-    horizon = max(1, args.target_step // args.num_envs)  # each worker's rollout: one A2C update's
-    episodes_sent, step = 0, start_step  # step: this worker's own, for error messages
-    while not is_stopping(channels.stop):
-        with steps_begun.get_lock():
-            if steps_begun.value >= args.break_step:
-                break
-            steps_begun.value += horizon * args.num_envs
-        trajectory = explore(agent, env, horizon, args, step)
-        check_finite(trajectory, step, args.num_envs, save=lambda: None)  # the recorder saves at the stop this causes
-        buffer.extend(*trajectory)
-        stats = agent.update_net(buffer)
-        step += horizon * args.num_envs
-        returns, episodes_sent = new_returns(env, episodes_sent), episode_count(env)
-        channels.reports.put((horizon * args.num_envs, returns, stats))
-    channels.reports.close()  # the last report reaches the pipe before the worker leaves: its steps are counted
-    channels.reports.join_thread()
-
-
-# ---- data-parallel learners (torch.distributed, under torchrun) ----
-
-
-def torchrun_world() -> tuple[int, int] | None:
-    """(rank, world size) of a process that torchrun started (it sets these variables), else None: a plain
-    `python AgentRun.py` never touches torch.distributed."""
-    if "TORCHELASTIC_RUN_ID" not in os.environ:
-        return None
-    return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-
-
-def broadcast_agent(agent: AgentBase, rank: int):
-    """Every rank's agent becomes rank 0's (networks, targets, optimizer states): the same seed makes a new run's
-    equal anyway, but only rank 0 loads a resumed run's checkpoint. Sent as torch.save bytes, loaded weights_only."""
-    payload = [None]
-    if rank == 0:
-        file = io.BytesIO()
-        torch.save({name: part.state_dict() if hasattr(part, "state_dict") else part
-                    for name, part in agent.parts().items()}, file)
-        payload = [file.getvalue()]
-    dist.broadcast_object_list(payload, src=0)
-    if rank != 0:
-        state = torch.load(io.BytesIO(payload[0]), map_location=agent.device, weights_only=True)
-        for name, part in agent.parts().items():
-            if isinstance(part, torch.Tensor):
-                with torch.no_grad():
-                    part.copy_(state[name])
-            else:
-                part.load_state_dict(state[name])
-
-
-def train_distributed(args: Arguments, env_info: EnvInfo, rank: int, world: int) -> tuple[str, int, Evaluator | None]:
-    """One of `world` data-parallel learners (torchrun --nproc_per_node=N [--nnodes=M ...] AgentRun.py ...): every
-    rank explores target_step / world steps a round with its own env(s) and seeds into its own buffer, then takes the
-    agent's update with batch_size / world samples a batch, every gradient averaged over the ranks (optimizer_step),
-    so that a round is the serial loop's on world times the cores and the ranks' networks stay equal. Rank 0 also
-    evaluates, records and checkpoints (a resumed run starts from its checkpoint, sent to the others; their buffers
-    refill) and decides the stop, which every rank learns at the end of each round. gloo on CPU, NCCL on CUDA, one
-    GPU per rank (LOCAL_RANK). A rank that fails ends the job: torchrun stops the others and exits non-zero."""
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    dist.init_process_group(args.dist_backend or ("nccl" if torch.cuda.is_available() else "gloo"))
-    try:
-        if rank == 0:
-            args.prepare_cwd()
-        torch.set_num_threads(args.num_threads)
-        torch.manual_seed(args.seed)  # the same initial networks on every rank
-        agent = build_agent(args, env_info)
-        buffer = build_buffer(args, env_info, agent.device)
-        run_state = start_state(args, agent, buffer) if rank == 0 else None
-        # every rank takes the same number of gradient steps, or the all_reduce of their gradients falls out of step:
-        # a checkpoint's unlearned transitions (rank 0's alone) are not learned from
-        buffer.add_size = 0
-        shared_state = [run_state and {"step": run_state["step"], "episodes": run_state["episodes"]}]
-        dist.broadcast_object_list(shared_state, src=0)
-        step, episodes = shared_state[0]["step"], shared_state[0]["episodes"]
-        broadcast_agent(agent, rank)
-        if rank != 0:  # exploration noise of its own (rank 0 draws as the serial loop, or as its checkpoint left it)
-            torch.manual_seed(args.seed + step + rank)
-        evaluator = build_evaluator(args, env_info, step, run_state["evaluator"]) if rank == 0 else None
-        env = build_explore_env(args)
-        agent.last_state = env.reset(seed=args.seed + step + rank * args.num_envs)[0]
-        print_banner(args, env_info, step, f"rank {rank} of {world} pid {os.getpid()}, device {agent.device}")
-        horizon = max(1, args.target_step // (args.num_envs * world))  # steps of each env per round
-        batch_size = None if args.batch_size is None else args.batch_size // world
-        # off-policy: gradient steps per explored step of all ranks (ReplayBuffer.add_size counts this rank's)
-        repeat_times = args.repeat_times * world if args.agent.if_off_policy else args.repeat_times
-
-        def save():
-            save_checkpoint(args.cwd, agent, buffer if args.if_save_buffer else None,
-                            {"step": step, "episodes": episodes, "evaluator": evaluator.state_dict(), "rng": rng_states()})
-
-        episodes_seen, returns, last_save_time, stop_reason = 0, [], time.time(), None  # returns: this rank's, unrecorded
-        # torchrun passes a Ctrl-C on to every rank (SIGINT, or SIGTERM): a rank notes it, and rank 0 stops the job at
-        # the end of the round as it decides every stop, so that no rank leaves the others waiting in a collective
-        interrupted = []
-        previous_handlers = {signum: signal.signal(signum, lambda received, frame: interrupted.append(received))
-                             for signum in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            while stop_reason is None:
-                trajectory = explore(agent, env, horizon, args, step)
-                check_finite(trajectory, step, args.num_envs, save if rank == 0 else None)
-                buffer.extend(*trajectory)
-                step += horizon * args.num_envs * world
-                # [ranks not ready to learn, episodes ended this round, ranks interrupted], summed over the ranks: all
-                # learn, or none
-                counts = torch.tensor([not ready_to_learn(args, step, buffer), episode_count(env) - episodes_seen,
-                                       len(interrupted) > 0], device=agent.device)
-                dist.all_reduce(counts)
-                learns, new_episodes, if_interrupted = counts[0].item() == 0, int(counts[1].item()), counts[2].item() > 0
-                returns += new_returns(env, episodes_seen)
-                episodes, episodes_seen = episodes + new_episodes, episode_count(env)
-                if learns:
-                    stats = agent.update_net(buffer, batch_size, repeat_times)
-                else:
-                    buffer.add_size = 0
-                agent.update_state_norm(trajectory[0])  # as in the serial loop: every rank's states, one all_reduce
-                if rank == 0:
-                    stop_reason = limit_reason(args, step, time.time() - evaluator.start_time)
-                    if learns and (evaluator.if_due() or stop_reason is not None):
-                        explore_return, returns = float(np.mean(returns)) if returns else math.nan, []
-                        avg_return = evaluator.evaluate_and_save(agent, step, episodes, explore_return, stats)
-                        stop_reason = target_reason(args, avg_return) or stop_reason
-                    stop_reason = stop_file_reason(args.cwd) or stop_reason
-                    stop_reason = "Ctrl-C" if if_interrupted else stop_reason
-                    if stop_reason is not None:
-                        evaluator.finish()
-                    if stop_reason is not None or time.time() - last_save_time >= args.save_gap:
-                        save()
-                        last_save_time = time.time()
-                decided = [stop_reason]
-                dist.broadcast_object_list(decided, src=0)
-                stop_reason = decided[0]
-        finally:
-            for signum, handler in previous_handlers.items():
-                signal.signal(signum, handler)
-        return stop_reason, step, evaluator
-    finally:
-        dist.destroy_process_group()
-
-
-# ---- outputs ----
+# ---- tools: replay and its GIF, a grid of runs, the comparison plot ----
 
 
 def replay(cwd: str, episodes: int | None = None) -> dict:
@@ -1854,9 +1981,6 @@ def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int =
     fig.suptitle(title, fontsize=10)
     image = ax.imshow(frames[0])
     FuncAnimation(fig, lambda frame: (image.set_data(frame),), frames=frames).save(path, writer=PillowWriter(fps=fps))
-
-
-# ---- experiment grid and comparison plot ----
 
 
 def grid_runs(argv: list[str]) -> tuple[dict, list[dict]]:
@@ -2063,18 +2187,6 @@ def resume(cwd: str, **overrides) -> dict:
     if "env" not in overrides:  # an instance that config.json cannot rebuild can be passed again
         config["env"] = env_from_config(config["env"])
     return train_and_evaluate(Arguments(**(config | overrides | {"cwd": cwd, "if_resume": True, "if_remove": False})))
-
-
-def run__demo(**overrides) -> dict:
-    """An off-policy agent on LunarLanderContinuous-v3 until it is solved; edit the arguments here."""
-    args = Arguments(agent="AgentSAC", env="LunarLanderContinuous-v3", seed=0)
-    return train_and_evaluate(dataclasses.replace(args, **overrides))
-
-
-def run__on_policy_demo(**overrides) -> dict:
-    """An on-policy agent on vectorised LunarLanderContinuous-v3 environments until it is solved."""
-    args = Arguments(agent="AgentPPO", env="LunarLanderContinuous-v3", seed=0)
-    return train_and_evaluate(dataclasses.replace(args, **overrides))
 
 
 def main(argv: list[str]) -> dict | list | str:

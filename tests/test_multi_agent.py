@@ -107,7 +107,7 @@ def test_a_teams_transitions_hold_every_agents_action():
 
 def untrained_greedy_actions(agent: str, game: MatrixGame) -> list[int]:
     """The joint action a team's greedy policy takes before it learns, its networks built as the serial loop builds
-    them (build_learner: the run's seed, then the agent)."""
+    them (Learner: the run's seed, then the agent)."""
     args = Arguments(agent=agent, env=game)
     env_info = prepare_env(game)[1]
     args.resolve(env_info)
