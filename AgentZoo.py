@@ -277,7 +277,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     is weighted by (N P(i))^-beta / max_k (N P(k))^-beta = (p_i / min_k p_k)^-beta (section 3.4).
 
     beta stays fixed, not annealed to 1 as in the paper: its full correction matters as learning converges, and our
-    runs stop at the target return; a fixed value is one default for every task (History/UPDATE_LOG.md).
+    runs stop at the target return; a fixed value is one default for every task (History/UPDATE_LOG.md, 2026-11-23).
     The sums and minima are trees of `fanout` children per node, kept on the buffer's device, so that an update of a
     batch's priorities and the sampling of a batch are a few vectorised operations per tree level (4 levels for 2^20
     transitions), never a Python loop over the batch."""
@@ -537,7 +537,7 @@ def minibatches(tensors: tuple[torch.Tensor, ...], batch_size: int, epochs: floa
 class AgentBase:
     """What every agent shares: its networks (act_class, cri_class, targets where it keeps them, one Adam optimizer
     each), acting, saving, and extra values for the recorder. Its subclasses add how to explore and learn:
-    AgentOffPolicy into and from a replay buffer, AgentPPO from vectorised rollouts.
+    AgentOffPolicy into and from a replay buffer, AgentOnPolicy from vectorised rollouts.
 
     A subclass sets if_off_policy, and train_defaults and hyper_defaults: the loop settings and the keyword
     hyperparameters of __init__ that suit it, from which Arguments fills the fields left at None (DESIGN.md: defaults
@@ -667,14 +667,15 @@ class AgentOffPolicy(AgentBase):
     train_defaults = dict(net_dim=128, batch_size=128, max_memo=2 ** 20, target_step=256, repeat_times=1.0, num_envs=1,
                           num_workers=1,
                           # uniformly random actions before learning, as the TD3 paper does (section 6.1): without them
-                          # TD3's policy settled into hovering on LunarLanderContinuous-v3 (History/UPDATE_LOG.md)
+                          # TD3 hovered on LunarLanderContinuous-v3 (History/UPDATE_LOG.md, 2026-11-22)
                           random_steps=10_000,
                           if_save_buffer=True,  # checkpoints hold the replay buffer's filled part
                           if_per=False,  # uniform replay; True: PrioritizedReplayBuffer
                           her_k=4,  # on a goal env, 4 hindsight goals per kept one: the HER paper's best (Figure 6)
-                          if_multiprocess=False)  # the serial loop: SAC measured no faster in processes (History/)
-    # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict. Learning rate 2e-3 and tau
-    # 0.02 (with batch 128): DDPG and SAC need a third of the updates the TD3 paper's values take (History/UPDATE_LOG.md).
+                          # the serial loop: SAC learned no faster in processes (History/UPDATE_LOG.md, 2026-11-22)
+                          if_multiprocess=False)
+    # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict.
+    # 2e-3 and 0.02 (batch 128): DDPG and SAC need fewer updates than at TD3's (History/UPDATE_LOG.md, 2026-11-23)
     hyper_defaults = dict(learning_rate=2e-3, gamma=0.99, reward_scale=1.0, soft_update_tau=0.02,
                           n_step=1,  # rewards summed before the bootstrap (n-step returns, n_step_returns)
                           if_state_norm=False)  # standardised states (AgentNet.StateNorm)
@@ -845,15 +846,13 @@ class AgentDQN(AgentOffPolicy):
 
     if_discrete = True
     # reward_scale 0.1 keeps CartPole's Q-values (up to 100 unscaled) where the Huber loss is quadratic; half an update
-    # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md)
+    # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md, 2026-11-23)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1,
                                                      if_noisy=False)  # noisy layers (NoisyLinear) explore instead
     net_keywords = ("if_noisy",)  # the hyperparameters that cri_class takes
-    train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, repeat_times=0.5,
-                                                     # one policy call acts for 8 envs: an exploration step cost
-                                                     # 0.16 ms with one env and 0.05 ms with 8 (History/UPDATE_LOG.md)
-                                                     num_envs=8,
+    # num_envs 8: one policy call acts for 8 envs, cheaper per transition (History/UPDATE_LOG.md, 2026-11-23)
+    train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, repeat_times=0.5, num_envs=8,
                                                      random_steps=0)  # epsilon-greedy explores from the first step
     criterion = nn.SmoothL1Loss(reduction="none")
     cri_class = QNet
@@ -938,8 +937,8 @@ class AgentRainbow(AgentC51):
     """Rainbow (Hessel et al. arXiv:1710.02298): C51 with Double DQN's choice of the next action, a dueling
     distributional network with noisy layers (exploring instead of epsilon), prioritized replay and 3-step returns."""
 
-    # a quarter of an update per step (DQN: half): each costs three of D3QN's; on LunarLander-v3 seed 0 it took half
-    # the time and fewer steps. Not yet a set that serves every task (History/UPDATE_LOG.md)
+    # a quarter of an update per step (DQN: half): each costs several of D3QN's (History/UPDATE_LOG.md, 2026-11-23).
+    # Not yet a set that serves every task.
     hyper_defaults = AgentC51.hyper_defaults | dict(if_noisy=True, explore_rate=0.0, n_step=3)
     train_defaults = AgentC51.train_defaults | dict(if_per=True, repeat_times=0.25)
     cri_class = QNetDistDuel
@@ -969,11 +968,9 @@ class AgentDDPG(AgentOffPolicy):
 class AgentTD3(AgentDDPG):
     """TD3 (Fujimoto et al. arXiv:1802.09477): twin critics, delayed actor updates and target policy smoothing."""
 
-    # policy_noise, noise_clip: the target smoothing noise's std and clip. explore_noise 0.2 (the paper: 0.1) and the
-    # paper's learning_rate, tau and batch_size: with 0.1, or with AgentBase's values, a LunarLanderContinuous-v3 seed
-    # hovered for hundreds of seconds (History/UPDATE_LOG.md)
-    # random_beta 0: after a pink warm-up TD3 left LunarLanderContinuous-v3 seeds 0 and 3 unsolved within 600 s, which
-    # a white one solved in 125 and 394 s; pink solves MountainCarContinuous-v0 (History/UPDATE_LOG.md, 2026-11-25)
+    # policy_noise, noise_clip: the target smoothing noise's std and clip
+    # explore_noise 0.2 (the paper's 0.1) and its other values: else seeds hovered (History/UPDATE_LOG.md, 2026-11-23)
+    # random_beta 0: pink lost LunarLanderContinuous seeds; white loses MountainCar (History/UPDATE_LOG.md, 2026-11-25)
     hyper_defaults = AgentDDPG.hyper_defaults | dict(explore_noise=0.2, policy_noise=0.2, noise_clip=0.5,
                                                      learning_rate=1e-3, soft_update_tau=5e-3, random_beta=0.0)
     train_defaults = AgentDDPG.train_defaults | dict(batch_size=256)
@@ -992,8 +989,7 @@ class AgentSAC(AgentOffPolicy):
     """Soft Actor-Critic (Haarnoja et al. arXiv:1801.01290) with twin critics and an automatically tuned
     entropy temperature alpha (arXiv:1812.05905, section 5). No actor target: SAC bootstraps from the online policy."""
 
-    # A pink random warm-up (random_beta 1) finds MountainCarContinuous-v0's reward, which white noise never reached in
-    # 240 s; pink noise in the policy too (noise_beta 1) was slower on LunarLanderContinuous-v3 (History/UPDATE_LOG.md)
+    # pink warm-up: finds MountainCar's reward; pink policy: slower on LunarLander (History/UPDATE_LOG.md, 2026-11-25)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(alpha_init=0.2,  # initial entropy temperature
                                                           noise_beta=0.0,  # colour of the policy's noise (ColoredNoise)
                                                           random_beta=1.0)  # colour of the random warm-up's actions
@@ -1062,10 +1058,10 @@ class AgentModSAC(AgentSAC):
         takes 1 / (2 - lambda) steps per critic step, from half of them (an unreliable critic) to every one (a
         reliable one). A credit that grows by that share and pays one actor step per unit spreads them evenly.
         L is a mean squared TD error in units of reward * reward_scale, squared: lambda is 1/2 at L = 0.83 and below
-        0.02 past L = 2, so on tasks whose critic errs by more (Pendulum-v1 at reward_scale 1: L = 5.6 after 20 s,
-        lambda ~ 1e-13) the actor steps every other critic step throughout, as TD3's delay (History/UPDATE_LOG.md). The
-        loss is read on the host each step: free on the CPU, a wait per step on a GPU. Data-parallel learners average
-        it over the ranks first, so that all of them step their actors alike and their all_reduce stays in step."""
+        0.02 past L = 2, so on tasks whose critic errs by more (Pendulum-v1 at reward_scale 1: History/UPDATE_LOG.md,
+        2026-11-26) the actor steps every other critic step throughout, as TD3's delay. The loss is read on the host
+        each step: free on the CPU, a wait per step on a GPU. Data-parallel learners average it over the ranks first,
+        so that all of them step their actors alike and their all_reduce stays in step."""
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             obj_critic = obj_critic.detach().clone()  # the summed objective of update_net stays this rank's
             torch.distributed.all_reduce(obj_critic)
@@ -1112,15 +1108,14 @@ class AgentDiscreteSAC(AgentSAC):
 
     if_discrete = True
     act_class, cri_class = ActorDiscretePPO, QNetTwin
-    # random_steps 0: the initial policy is uniform, it explores. DQN's 8 envs and half an update per step: SAC's one
-    # env and one update per step left LunarLander-v3 at -40 after 400 s (History/UPDATE_LOG.md)
+    # random_steps 0: the initial policy is uniform, it explores
+    # DQN's 8 envs, half an update per step: SAC's were slower on LunarLander-v3 (History/UPDATE_LOG.md, 2026-11-24)
     train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
     # a categorical policy samples actions, not noise
     hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items()
                       if name not in ("noise_beta", "random_beta")}
-    # of the uniform policy's entropy log(action_dim); the paper's 0.98 drove alpha to thousands on LunarLander-v3. With
-    # the entropy kept out of the target (get_next_q), 0.6 solved 4 of 5 LunarLander-v3 seeds in 300 s, 0.3 two
-    # (History/UPDATE_LOG.md)
+    # of the uniform policy's entropy log(action_dim); the paper's 0.98 ran alpha away, and with the entropy kept out of
+    # the target (get_next_q) 0.6 solved more LunarLander-v3 seeds than 0.3 (History/UPDATE_LOG.md, 2026-11-24)
     target_entropy_share = 0.6
 
     def init_networks(self):
@@ -1133,7 +1128,7 @@ class AgentDiscreteSAC(AgentSAC):
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Value of next_state under the policy, sum_a pi(a|s') min Q_target(s', a): the paper's eq. 10 without its
         entropy reward, as SACLite (Yu et al. arXiv:2201.12434) drops it. With it, alpha * H / (1 - gamma) paid the
-        agent for not ending episodes, and on LunarLander-v3 alpha ran away to 4.6e8 (History/UPDATE_LOG.md)."""
+        agent for not ending episodes, and on LunarLander-v3 alpha ran away (History/UPDATE_LOG.md, 2026-11-24)."""
         probs = self.act.get_log_probs(next_state).exp()  # (B, action_dim)
         return (probs * torch.minimum(*self.cri_target.get_q_values(next_state))).sum(dim=-1)
 
@@ -1151,21 +1146,22 @@ class AgentDiscreteSAC(AgentSAC):
         optimizer_step(self.alpha_optimizer, (self.log_alpha * (entropy - self.target_entropy)).mean())
 
 
-# ---- on-policy agents: PPO and A2C (continuous and discrete) ----
+# ---- on-policy agents: the rollout (AgentOnPolicy), then VPG, A2C and PPO (continuous and discrete) ----
 
 
-class AgentPPO(AgentBase):
-    """PPO (Schulman et al. arXiv:1707.06347): a rollout of num_envs vectorised envs, GAE advantages,
-    then several epochs of minibatch steps on the clipped surrogate with an entropy bonus."""
+class AgentOnPolicy(AgentBase):
+    """On-policy agents: a rollout of num_envs vectorised envs into a RolloutBuffer, GAE advantages (get_rollout_batch),
+    a critic V(s) regressed onto the returns (get_obj_critic) and the policy-gradient surrogate (get_obj_actor).
+    Subclasses say how they step on a rollout (update_net): VPG and TRPO step the actor once and fit the critic in
+    epochs, A2C (ACKTR, A3C) steps both once, PPO in epochs of minibatches."""
 
     if_off_policy = False
     act_class, cri_class = ActorPPO, CriticValue
-    train_defaults = dict(net_dim=64, batch_size=256, target_step=2048, repeat_times=8, num_envs=8,  # repeat_times: epochs
-                          # processes: 2x faster on LunarLanderContinuous-v3; serial solved no more BipedalWalker-v3 seeds
-                          num_workers=1, if_multiprocess=True)  # (History/UPDATE_LOG.md, 2026-11-25)
+    # one step on a short rollout (A2C's); agents that step more than once on it add batch_size and repeat_times
+    train_defaults = dict(net_dim=64, target_step=256, num_envs=8, num_workers=1,
+                          if_multiprocess=False)  # not measured faster in processes
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
-                          ratio_clip=0.2,  # the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip]
                           entropy_coef=0.0,  # weight of the entropy bonus; the Gaussian's learned std explores
                           if_state_norm=False)  # standardised states (AgentNet.StateNorm)
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
@@ -1200,34 +1196,6 @@ class AgentPPO(AgentBase):
         """A sampled action and what the rollout keeps of the policy that chose it: its log-prob, (N,) each."""
         return self.act.get_action_log_prob(state)
 
-    def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
-        """repeat_times epochs over the rollout in minibatches of batch_size; critic then actor each step. With a
-        clipped ratio, also the share of samples outside the clip range at the round's first minibatch
-        (clip_fraction_start, 0 where the learner's own policy acted: the ratio starts at 1) and over all of them."""
-        rollout = self.get_rollout_batch(buffer)
-        sum_obj_critic = sum_obj_actor = sum_clipped = torch.zeros((), device=self.device)
-        first_clipped, update_times = None, 0
-        for state, action, log_prob, advantage, ret in minibatches(rollout, batch_size, repeat_times):
-            obj_critic = self.get_obj_critic(state, ret)
-            optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
-            if "ratio_clip" in self.hyper_defaults:
-                sum_clipped = sum_clipped + self.get_clip_fraction(state, action, log_prob)
-                first_clipped = sum_clipped.clone() if first_clipped is None else first_clipped
-            obj_actor = self.get_obj_actor((state, action, log_prob, advantage))
-            optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
-            sum_obj_critic, sum_obj_actor = sum_obj_critic + obj_critic.detach(), sum_obj_actor + obj_actor.detach()
-            update_times += 1
-        stats = {"obj_critic": sum_obj_critic.item() / update_times, "obj_actor": sum_obj_actor.item() / update_times}
-        if first_clipped is not None:
-            stats |= {"clip_fraction_start": first_clipped.item(), "clip_fraction": sum_clipped.item() / update_times}
-        return stats | self.extra_stats()
-
-    @torch.no_grad()
-    def get_clip_fraction(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor) -> torch.Tensor:
-        """The share of samples whose ratio pi / pi_old lies outside [1 - ratio_clip, 1 + ratio_clip], ()."""
-        ratio = (self.act.get_log_prob_entropy(state, action)[0] - old_log_prob).exp()
-        return ((ratio - 1).abs() > self.ratio_clip).float().mean()
-
     @torch.no_grad()
     def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
         """The rollout flattened to T * N samples (states, actions, log-probs, advantages, returns): GAE advantages
@@ -1254,38 +1222,6 @@ class AgentPPO(AgentBase):
         return {} if self.if_discrete else {"action_std": self.act.log_std.exp().mean().item()}
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
-        state, action, old_log_prob, advantage = batch
-        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
-        ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s), pi_old the policy that acted
-        surrogate = torch.min(ratio * advantage, ratio.clamp(1 - self.ratio_clip, 1 + self.ratio_clip) * advantage)
-        return -(surrogate + self.entropy_coef * entropy).mean()
-
-
-class AgentDiscretePPO(AgentPPO):
-    """PPO with a categorical policy for Discrete action spaces."""
-
-    if_discrete = True
-    act_class = ActorDiscretePPO
-    hyper_defaults = AgentPPO.hyper_defaults | dict(entropy_coef=0.01)  # a categorical policy has no learned std to explore with
-    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)  # CartPole: serial measured faster (History/)
-
-
-class AgentA2C(AgentPPO):
-    """A2C (Mnih et al. arXiv:1602.01783, synchronous): PPO's loop with one step on a short rollout as a single
-    batch and the plain policy gradient (get_obj_actor), no clipping."""
-
-    # no batch_size or repeat_times: a second step would follow the plain gradient on data the stepped policy did not act
-    train_defaults = {name: value for name, value in AgentPPO.train_defaults.items() if name not in ("batch_size", "repeat_times")
-                      } | dict(target_step=256, if_multiprocess=False)  # not measured faster in processes
-    hyper_defaults = {name: value for name, value in AgentPPO.hyper_defaults.items() if name != "ratio_clip"}  # no clip
-
-    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
-                   ) -> dict[str, float]:
-        """One step on the whole rollout, whatever batch_size and repeat_times say."""
-        return super().update_net(buffer, buffer.add_size, 1)
-
-    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) plus the entropy bonus, negated, pi_old the policy that
         acted: at pi = pi_old, where every loop starts a round, its gradient is the policy gradient (TRPO paper
         arXiv:1502.05477, eq. 14); TRPO also takes its value away from pi_old."""
@@ -1294,19 +1230,23 @@ class AgentA2C(AgentPPO):
         return -((log_prob - old_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
 
 
-class AgentDiscreteA2C(AgentA2C, AgentDiscretePPO):
-    """A2C with a categorical policy: AgentA2C's objective and defaults, AgentDiscretePPO's actor and entropy bonus."""
+class DiscreteOnPolicy:
+    """What makes an on-policy agent class a Discrete action space's: a categorical policy (AgentNet.ActorDiscretePPO)
+    and an entropy bonus. Put it first among the bases: class AgentDiscreteA2C(DiscreteOnPolicy, AgentA2C). Its
+    hyper_defaults are AgentOnPolicy's with the bonus; a class whose base adds hyperparameters names its own."""
 
-    hyper_defaults = AgentA2C.hyper_defaults | dict(entropy_coef=AgentDiscretePPO.hyper_defaults["entropy_coef"])
+    if_discrete = True
+    act_class = ActorDiscretePPO
+    hyper_defaults = AgentOnPolicy.hyper_defaults | dict(entropy_coef=0.01)  # no learned std to explore with
 
 
-class AgentVPG(AgentA2C):
-    """Vanilla policy gradient (Williams 1992, with a learned value baseline and GAE, as Spinning Up teaches it): A2C's
-    one plain policy-gradient step on the whole rollout, then the critic fitted to the returns for repeat_times
-    epochs in minibatches of batch_size, so that the next rollout's advantages rest on a converged baseline."""
+class AgentVPG(AgentOnPolicy):
+    """Vanilla policy gradient (Williams 1992, with a learned value baseline and GAE, as Spinning Up teaches it): one
+    plain policy-gradient step on the whole rollout, then the critic fitted to the returns for repeat_times epochs in
+    minibatches of batch_size, so that the next rollout's advantages rest on a converged baseline."""
 
-    # one policy step per 512 transitions: Pendulum-v1 took 16 s at 512, 35 s at 1024 (History/UPDATE_LOG.md)
-    train_defaults = AgentA2C.train_defaults | dict(target_step=512, batch_size=256, repeat_times=8)
+    # one policy step per 512 transitions: the fastest rollout on Pendulum-v1 (History/UPDATE_LOG.md, 2026-11-23)
+    train_defaults = AgentOnPolicy.train_defaults | dict(target_step=512, batch_size=256, repeat_times=8)
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """The actor's step (update_actor), then repeat_times epochs of the critic's regression."""
@@ -1338,8 +1278,89 @@ class AgentVPG(AgentA2C):
         return obj_actor.item()
 
 
-class AgentDiscreteVPG(AgentVPG, AgentDiscreteA2C):
-    """VPG with a categorical policy: AgentVPG's update, AgentDiscreteA2C's actor and entropy bonus."""
+class AgentDiscreteVPG(DiscreteOnPolicy, AgentVPG):
+    """VPG with a categorical policy: AgentVPG's update, DiscreteOnPolicy's actor and entropy bonus."""
+
+
+class AgentA2C(AgentOnPolicy):
+    """A2C (Mnih et al. arXiv:1602.01783, synchronous): a step of the critic and then of the actor on the whole
+    rollout as one batch, on the plain policy gradient (get_obj_actor)."""
+
+    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
+                   ) -> dict[str, float]:
+        """One step on the whole rollout, whatever batch_size and repeat_times say: a second step would follow the
+        plain gradient on data that the stepped policy did not act on."""
+        return self.update_minibatches(buffer, buffer.add_size, 1)
+
+    def update_minibatches(self, buffer: RolloutBuffer, batch_size: int, epochs: float) -> dict[str, float]:
+        """round(epochs) epochs over the rollout in minibatches of batch_size; critic then actor each step. Also each
+        get_step_stats value at the round's first minibatch (<name>_start) and its mean over the steps."""
+        rollout = self.get_rollout_batch(buffer)
+        sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
+        sum_step_stats, first_step_stats, update_times = {}, {}, 0
+        for state, action, log_prob, advantage, ret in minibatches(rollout, batch_size, epochs):
+            obj_critic = self.get_obj_critic(state, ret)
+            optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
+            step_stats = self.get_step_stats(state, action, log_prob)
+            sum_step_stats = {name: sum_step_stats.get(name, 0) + value for name, value in step_stats.items()}
+            first_step_stats = sum_step_stats if update_times == 0 else first_step_stats
+            obj_actor = self.get_obj_actor((state, action, log_prob, advantage))
+            optimizer_step(self.act_optimizer, obj_actor, self.max_grad_norm)
+            sum_obj_critic, sum_obj_actor = sum_obj_critic + obj_critic.detach(), sum_obj_actor + obj_actor.detach()
+            update_times += 1
+        stats = {"obj_critic": sum_obj_critic.item() / update_times, "obj_actor": sum_obj_actor.item() / update_times}
+        for name, total in sum_step_stats.items():
+            stats |= {f"{name}_start": first_step_stats[name].item(), name: total.item() / update_times}
+        return stats | self.extra_stats()
+
+    def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
+                       ) -> dict[str, torch.Tensor]:
+        """Values of the policy before each actor step, () tensors by name, that update_minibatches reports (PPO: the
+        clip fraction); none here."""
+        return {}
+
+
+class AgentDiscreteA2C(DiscreteOnPolicy, AgentA2C):
+    """A2C with a categorical policy: AgentA2C's update, DiscreteOnPolicy's actor and entropy bonus."""
+
+
+class AgentPPO(AgentA2C):
+    """PPO (Schulman et al. arXiv:1707.06347): A2C's steps on the rollout, in several epochs of minibatches, on the
+    clipped surrogate (get_obj_actor), which keeps the steps after the first near the policy that acted."""
+
+    # processes: serial was slower and solved no more BipedalWalker-v3 seeds (History/UPDATE_LOG.md, 2026-11-25)
+    train_defaults = AgentA2C.train_defaults | dict(batch_size=256, target_step=2048,
+                                                    repeat_times=8,  # epochs over each rollout
+                                                    if_multiprocess=True)
+    hyper_defaults = AgentA2C.hyper_defaults | dict(ratio_clip=0.2)  # the policy ratio is clipped to 1 +- ratio_clip
+
+    def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
+        """repeat_times epochs over the rollout in minibatches of batch_size (update_minibatches)."""
+        return self.update_minibatches(buffer, batch_size, repeat_times)
+
+    @torch.no_grad()
+    def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
+                       ) -> dict[str, torch.Tensor]:
+        """clip_fraction: the share of samples whose ratio pi / pi_old lies outside [1 - ratio_clip, 1 + ratio_clip];
+        at the round's first minibatch 0 where the learner's own policy acted (the ratio starts at 1)."""
+        ratio = (self.act.get_log_prob_entropy(state, action)[0] - old_log_prob).exp()
+        return {"clip_fraction": ((ratio - 1).abs() > self.ratio_clip).float().mean()}
+
+    def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
+        state, action, old_log_prob, advantage = batch
+        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
+        ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s), pi_old the policy that acted
+        surrogate = torch.min(ratio * advantage, ratio.clamp(1 - self.ratio_clip, 1 + self.ratio_clip) * advantage)
+        return -(surrogate + self.entropy_coef * entropy).mean()
+
+
+class AgentDiscretePPO(DiscreteOnPolicy, AgentPPO):
+    """PPO with a categorical policy for Discrete action spaces."""
+
+    hyper_defaults = AgentPPO.hyper_defaults | dict(entropy_coef=DiscreteOnPolicy.hyper_defaults["entropy_coef"])
+    # the serial loop: faster than processes on CartPole-v1 (History/UPDATE_LOG.md, 2026-11-22)
+    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)
 
 
 # ---- asynchronous advantage actor-critic (A3C) ----
@@ -1417,10 +1438,10 @@ class AgentA3C(AgentA2C):
         return stats
 
 
-class AgentDiscreteA3C(AgentA3C, AgentDiscreteA2C):
-    """A3C with a categorical policy: AgentA3C's workers, AgentDiscreteA2C's actor and entropy bonus."""
+class AgentDiscreteA3C(DiscreteOnPolicy, AgentA3C):
+    """A3C with a categorical policy: AgentA3C's workers, DiscreteOnPolicy's actor and entropy bonus."""
 
-    hyper_defaults = {name: value for name, value in AgentDiscreteA2C.hyper_defaults.items() if name != "if_state_norm"}
+    hyper_defaults = AgentA3C.hyper_defaults | dict(entropy_coef=DiscreteOnPolicy.hyper_defaults["entropy_coef"])
 
 
 # ---- natural gradient (TRPO) ----
@@ -1485,7 +1506,7 @@ class AgentTRPO(AgentVPG):
     improves the surrogate (the paper's Appendix C). The critic is fitted by regression, as VPG's."""
 
     hyper_defaults = AgentVPG.hyper_defaults | dict(max_kl=0.01)  # delta, the trust region's radius in mean KL
-    # a step bounded in KL wants a large batch: Pendulum-v1 took 9.6 s at 2048, 16 s at 1024 (History/UPDATE_LOG.md)
+    # a step bounded in KL wants a large batch: 1024 was slower on Pendulum-v1 (History/UPDATE_LOG.md, 2026-11-23)
     train_defaults = AgentVPG.train_defaults | dict(target_step=2048)
     damping = 0.1  # added to the Fisher matrix's diagonal (fisher_vector_product)
     cg_iterations = 10  # conjugate-gradient products per step, the paper's (Appendix C)
@@ -1606,8 +1627,7 @@ class AgentACKTR(AgentA2C):
     hyper_defaults = AgentA2C.hyper_defaults | dict(learning_rate=0.25,  # eta_max, the largest step along F^-1 g
                                                     kl_clip=0.001,  # delta, the trust region of each step in KL
                                                     damping=0.01)  # added to the Kronecker-factored Fisher
-    # TRPO's batch: on Pendulum-v1, A2C's 256 left seeds at 400k-1M steps; 2048 solved four of five in 8 s
-    # (History/UPDATE_LOG.md)
+    # TRPO's batch: A2C's 256 was slower on Pendulum-v1 and left a seed unsolved (History/UPDATE_LOG.md, 2026-11-24)
     train_defaults = AgentA2C.train_defaults | dict(target_step=2048)
     max_grad_norm = None  # the trust region bounds the step; a clip before it would rescale the natural gradient
     if_data_parallel = False  # each rank's Kronecker factors would precondition the mean gradient differently
@@ -1631,14 +1651,14 @@ class AgentACKTR(AgentA2C):
         return super().update_net(buffer)
 
 
-class AgentDiscreteACKTR(AgentACKTR, AgentDiscreteA2C):
-    """ACKTR with a categorical policy: AgentACKTR's update, AgentDiscreteA2C's actor and entropy bonus."""
+class AgentDiscreteACKTR(DiscreteOnPolicy, AgentACKTR):
+    """ACKTR with a categorical policy: AgentACKTR's update, DiscreteOnPolicy's actor and entropy bonus."""
 
-    # kl_clip 0.004: on CartPole-v1 seeds 0-4 took 1.2-3.2 s, at 0.001 4.1-5.2 s (History/UPDATE_LOG.md)
-    hyper_defaults = AgentACKTR.hyper_defaults | dict(entropy_coef=AgentDiscreteA2C.hyper_defaults["entropy_coef"],
+    # kl_clip 0.004: the fastest of 0.0005-0.01 on CartPole-v1 (History/UPDATE_LOG.md, 2026-11-24)
+    hyper_defaults = AgentACKTR.hyper_defaults | dict(entropy_coef=DiscreteOnPolicy.hyper_defaults["entropy_coef"],
                                                       kl_clip=0.004)
-    # A2C's rollout: on CartPole-v1 the 2048 steps that Pendulum-v1 needs took 5x longer (History/UPDATE_LOG.md)
-    train_defaults = AgentACKTR.train_defaults | dict(target_step=AgentDiscreteA2C.train_defaults["target_step"])
+    # A2C's rollout: Pendulum-v1's 2048 steps were slower on CartPole-v1 (History/UPDATE_LOG.md, 2026-11-24)
+    train_defaults = AgentACKTR.train_defaults | dict(target_step=AgentA2C.train_defaults["target_step"])
 
 
 # ---- off-policy actor-critic with experience replay (ACER) ----
@@ -1667,7 +1687,7 @@ def trust_region_step(g: torch.Tensor, k: torch.Tensor, delta: float) -> torch.T
     return g - excess / k.pow(2).sum(dim=-1, keepdim=True).clamp(min=1e-12) * k
 
 
-class AgentACER(AgentDiscretePPO):
+class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
     """ACER for discrete actions (Wang et al. arXiv:1611.01224): a categorical actor, a critic Q(s, .), and an
     average policy (the actor's soft-updated copy). Each update learns from the new rollout, then from repeat_times
     rollouts replayed from a SegmentReplayBuffer: the critic regresses Q(s, a) on Retrace targets, the actor follows
@@ -1676,11 +1696,10 @@ class AgentACER(AgentDiscretePPO):
 
     if_act_target = True  # the average policy network
     cri_class = QNet
-    train_defaults = {name: value for name, value in AgentDiscretePPO.train_defaults.items() if name != "batch_size"
-                      } | dict(target_step=256, repeat_times=4,  # rollouts replayed per new one
-                               max_memo=50_000,  # the paper's replay, in transitions
-                               if_save_buffer=True)  # checkpoints hold the replayed rollouts
-    # reward_scale 0.1, DQN's: CartPole-v1 seeds 0-4 took 3.4/3.3/6.4/3.3/1.2 s, at 1.0 17-41 s (History/UPDATE_LOG.md)
+    train_defaults = AgentOnPolicy.train_defaults | dict(repeat_times=4,  # rollouts replayed per new one
+                                                         max_memo=50_000,  # the paper's replay, in transitions
+                                                         if_save_buffer=True)  # checkpoints hold the replayed rollouts
+    # reward_scale 0.1 (DQN's): a Q critic moves slowly toward returns up to 100 (History/UPDATE_LOG.md, 2026-11-24)
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=0.1, entropy_coef=0.01,
                           soft_update_tau=0.01,  # 1 - alpha: the average policy's step toward the actor
                           rho_clip=10.0,  # c, the truncation of the importance weight in the policy gradient
@@ -1795,8 +1814,8 @@ class AgentQMIX(MultiAgent, AgentDoubleDQN):
 
     cri_class = QMixNet
     net_keywords = ("if_noisy", "num_agents")
-    # half DQN's learning rate, a quarter of its tau and an eighth of its updates (in batches four times as large): with
-    # DQN's, Q_tot on simple_spread_v3 rose without bound after 30k steps (History/UPDATE_LOG.md, 2026-11-25)
+    # half DQN's learning rate, a quarter of its tau and an eighth of its updates (in batches four times as large):
+    # with DQN's, Q_tot on simple_spread_v3 rose without bound (History/UPDATE_LOG.md, 2026-11-25)
     hyper_defaults = team_defaults(AgentDoubleDQN.hyper_defaults, True) | dict(learning_rate=5e-4, soft_update_tau=0.005)
     train_defaults = AgentDoubleDQN.train_defaults | dict(batch_size=256, repeat_times=0.125)
     get_q_heads = AgentOffPolicy.get_q_heads  # Q_tot of the joint action taken (QMixNet.get_q_heads)
@@ -1822,8 +1841,8 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
     if_agent_rewards = True
     # a white warm-up: the team rows (README) were measured with it, and the particle envs reward no momentum
     hyper_defaults = team_defaults(AgentDDPG.hyper_defaults, False) | dict(random_beta=0.0)
-    # QMIX's: an update of batch 256 per 8 steps; DDPG's one of 128 per step cost 4x the time on simple_spread_v3 and
-    # scored lower (History/UPDATE_LOG.md, 2026-11-25). The paper's is one of 1024 per 100 steps.
+    # QMIX's: an update of batch 256 per 8 steps (the paper's: one of 1024 per 100 steps)
+    # DDPG's, one of 128 per step, was slower on simple_spread_v3 and scored lower (History/UPDATE_LOG.md, 2026-11-25)
     train_defaults = AgentDDPG.train_defaults | dict(batch_size=256, repeat_times=0.125)
     act_class, cri_class = TeamActor, TeamCritic
 
@@ -1926,22 +1945,25 @@ class AgentMAPPO(MultiAgent, AgentPPO):
         return self.criterion(self.cri.get_normalized_value(state), self.cri.value_norm(ret))
 
 
-class AgentDiscreteMAPPO(AgentMAPPO, AgentDiscretePPO):
+class AgentDiscreteMAPPO(AgentMAPPO):
     """MAPPO with a categorical policy shared by the agents (AgentNet.TeamActorDiscretePPO)."""
 
+    if_discrete = True
     act_class = TeamActorDiscretePPO
     hyper_defaults = team_defaults(AgentDiscretePPO.hyper_defaults, False)
+    train_defaults = AgentDiscretePPO.train_defaults
 
 
-class AgentCOMA(MultiAgent, AgentDiscreteVPG):
+class AgentCOMA(MultiAgent, AgentVPG):
     """COMA (Foerster et al. arXiv:1705.08926): actor-critic for a team with a shared categorical policy
     (TeamActorDiscretePPO) and a centralised critic of Q(s, (a_-i, .)) (AgentNet.COMACritic), which learns TD(lambda)
     returns of its target network; each agent's policy gradient weighs log pi_i(a_i) by its counterfactual advantage
     A_i = Q(s, a) - sum_a' pi_i(a') Q(s, (a_-i, a')) (eq. 4), which credits the agent alone for the team's reward."""
 
+    if_discrete = True
     act_class, cri_class = TeamActorDiscretePPO, COMACritic
     if_cri_target = True
-    hyper_defaults = team_defaults(AgentDiscreteVPG.hyper_defaults, True) | dict(soft_update_tau=0.01)
+    hyper_defaults = team_defaults(DiscreteOnPolicy.hyper_defaults, True) | dict(soft_update_tau=0.01)
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """The critic first (fit_critic on TD(lambda) returns), then one step of the actor on the whole rollout with

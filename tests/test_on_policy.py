@@ -159,7 +159,7 @@ def test_ppo_steps_with_gradients_clipped_to_max_grad_norm():
 def test_a2c_shares_ppo_code():
     for name in ("explore_env", "init_networks", "select_action"):
         assert name not in vars(AgentA2C) and name not in vars(AgentDiscreteA2C)
-    assert "update_net" not in vars(AgentDiscreteA2C)  # A2C's: PPO's update, one step on the whole rollout
+    assert "update_net" not in vars(AgentDiscreteA2C)  # A2C's: one step on the whole rollout, the loop PPO inherits
     assert set(vars(AgentDiscreteA2C)) <= {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__",
                                            "hyper_defaults"}
     # A2C's hyperparameters (no ratio to clip) with the categorical policy's entropy bonus
