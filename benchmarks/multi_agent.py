@@ -8,7 +8,7 @@ evaluation mean (best_return, last_return). Then prints, per agent, the median a
     python benchmarks/multi_agent.py agents=AgentMADDPG,AgentMAPPO continuous=True    # continuous_actions=True
     python benchmarks/multi_agent.py table=<commit> target=-50    # the same table from the rows of that commit
 
-No Stable-Baselines3 peer exists for these; README compares with published numbers instead (with their caveats).
+No Stable-Baselines3 peer exists for these; BENCHMARKS.md compares with published numbers instead (with their caveats).
 """
 import csv
 import datetime
@@ -25,7 +25,7 @@ def run_once(agent: str, env: str, seed: int, break_step: int, target: float, if
     with tempfile.TemporaryDirectory() as cwd:
         command = [sys.executable, "AgentRun.py", f"agent={agent}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
                    f"break_step={break_step}"]
-        if if_continuous:  # an env made with keywords: through the Python API, as README says
+        if if_continuous:  # an env made with keywords: through the Python API, as BENCHMARKS.md says
             command = [sys.executable, "-c", f"import AgentRun; AgentRun.train_and_evaluate(AgentRun.Arguments("
                        f"agent={agent!r}, env=AgentRun.make_mpe2_env({env!r}, continuous_actions=True), seed={seed}, "
                        f"cwd={cwd + '/run'!r}, break_step={break_step}))"]

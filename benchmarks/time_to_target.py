@@ -6,16 +6,20 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=serial,mp
     python benchmarks/time_to_target.py agent=AgentSAC env=LunarLanderContinuous-v3 loops=mp,mp2  # 1 and 2 explorers
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=ddp1,ddp2  # torchrun ranks
-    python benchmarks/time_to_target.py table=6e4d2d5 tasks=CartPole-v1,Pendulum-v1  # README's table
+    python benchmarks/time_to_target.py table=8cb90c0 tasks=CartPole-v1,Pendulum-v1  # a table of BENCHMARKS.md
     python benchmarks/time_to_target.py table=7e4dc4a tasks=LunarLander-v3 agents=AgentD3QN,AgentRainbow
+    python benchmarks/time_to_target.py headline=8cb90c0                  # README's speed table
 
 The suite runs each of our agents on each task of its action type, and the Stable-Baselines3 algorithm of
 each agent's family with the rl-baselines3-zoo hyperparameters (benchmarks/peer_sb3.py), seed by seed, in
 one invocation, so that the machine's load hits both alike. Each run is a fresh process with defaults; its
 row (date, commit, agent, env, seed, steps, seconds, solved, loop, best_return: the run's best evaluation mean) is
 appended to History/benchmarks.csv, and a markdown table of medians, spreads, failures and ratios of medians is
-printed for README.md;
-`table=<commit>` prints the same table from the rows of History/benchmarks.csv measured at that commit.
+printed for BENCHMARKS.md;
+`table=<commit>` prints the same table from the rows of History/benchmarks.csv measured at that commit, and
+`headline=<commit>` from the same rows README.md's table: per task, our fastest agent and SB3's fastest (by median
+seconds to target over the seeds, a failed seed infinitely slow), each one's solved seeds, median and slowest seconds,
+and the ratio of the medians. `tasks=` and `agents=` narrow both.
 A run that stops without reaching the target counts as a failure (an infinite time in the median); so does one that
 crashes (its row's loop is "crashed"), and the invocation goes on with the next run.
 """
@@ -146,29 +150,50 @@ def best_return_cell(rows: list[dict]) -> str:
     return f"{statistics.median(best):.1f} ({min(best):.1f})" if len(best) == len(rows) else "-"
 
 
+def ratio_cell(rows: list[dict], peer_rows: list[dict] | None) -> str:
+    """The ratio of the peer's median seconds to ours (above 1: we are faster; "> N" where the peer failed in most
+    seeds: its runs stopped at the time budget, N times our median; "-" without a peer or where ours failed)."""
+    median = median_seconds(rows)
+    if peer_rows is None or not math.isfinite(median):
+        return "-"
+    peer_median = median_seconds(peer_rows)
+    if math.isfinite(peer_median):
+        return f"{peer_median / median:.1f}x"
+    return f"> {min(row['seconds'] for row in peer_rows if not row['solved']) / median:.1f}x"
+
+
 def print_table(results: dict):
     """A markdown table, one row per agent of ours: solved seeds, median and slowest seconds to target, median steps,
-    the best evaluation mean (median and worst seed), and the peer of its family beside it with the ratio of the
-    peer's median seconds to ours (above 1: we are faster; "> N" where the peer failed in most seeds: its runs
-    stopped at the time budget, N times our median)."""
+    the best evaluation mean (median and worst seed), and the peer of its family beside it with ratio_cell."""
     print("| task | agent | loop | solved | median s (slowest) | median steps | best return (worst) | SB3 peer | "
           "peer median s (slowest) | peer / ours |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for (env, name, loop), rows in results.items():
         if loop == "sb3":
             continue
-        median, solved = median_seconds(rows), [row for row in rows if row["solved"]]
+        solved = [row for row in rows if row["solved"]]
         steps = f"{statistics.median(r['steps'] for r in solved):.0f}" if solved else "-"
         peer = PEER_PREFIX + FAMILY.get(name, "")
         peer_rows = results.get((env, peer, "sb3"))
-        peer_cells, ratio = ("-", "-"), "-"
-        if peer_rows is not None:
-            peer_median, peer_cells = median_seconds(peer_rows), (peer, seconds_cell(peer_rows))
-            budget = min(row["seconds"] for row in peer_rows if not row["solved"]) if not math.isfinite(peer_median) else 0
-            if math.isfinite(median):
-                ratio = f"{peer_median / median:.1f}x" if math.isfinite(peer_median) else f"> {budget / median:.1f}x"
+        peer_cells = (peer, seconds_cell(peer_rows)) if peer_rows is not None else ("-", "-")
         print(f"| {env} | {name} | {rows[0]['loop']} | {len(solved)}/{len(rows)} | {seconds_cell(rows)} | {steps} | "
-              f"{best_return_cell(rows)} | {peer_cells[0]} | {peer_cells[1]} | {ratio} |")
+              f"{best_return_cell(rows)} | {peer_cells[0]} | {peer_cells[1]} | {ratio_cell(rows, peer_rows)} |")
+
+
+def print_headline(results: dict):
+    """A markdown table, one row per task: our fastest agent and the peer's fastest (the least median seconds to
+    target, a failed seed infinitely slow), each with its solved seeds and seconds_cell, and ratio_cell of the two."""
+    print("| task | our fastest | solved | median s (slowest) | SB3 fastest | solved | median s (slowest) | SB3 / ours |")
+    print("|---|---|---|---|---|---|---|---|")
+    for env in dict.fromkeys(env for env, _, _ in results):
+        cells, fastest = [], []
+        for if_peer in (False, True):
+            runners = [(name, rows) for (task, name, loop), rows in results.items() if task == env and (loop == "sb3") == if_peer]
+            name, rows = min(runners, key=lambda runner: median_seconds(runner[1]), default=("-", None))
+            cells.append(f"{name} | {sum(row['solved'] for row in rows)}/{len(rows)} | {seconds_cell(rows)}" if rows
+                         else "- | - | -")
+            fastest.append(rows)
+        print(f"| {env} | {cells[0]} | {cells[1]} | {ratio_cell(*fastest) if fastest[0] else '-'} |")
 
 
 def history_results(commit: str, tasks: list[str], agents: list[str] | None = None) -> dict:
@@ -194,12 +219,13 @@ def history_results(commit: str, tasks: list[str], agents: list[str] | None = No
 
 def main(argv: list[str]):
     options = dict(item.split("=", 1) for item in argv)
-    if "table" in options:
-        results = history_results(options["table"], options.get("tasks", ",".join(SUITE)).split(","),
+    if "table" in options or "headline" in options:
+        commit = options.get("table", options.get("headline"))
+        results = history_results(commit, options.get("tasks", ",".join(SUITE)).split(","),
                                   options["agents"].split(",") if "agents" in options else None)
         seeds = sorted({len(rows) for rows in results.values()})
-        print(f"Time to target at commit {options['table']}, {' or '.join(map(str, seeds))} seeds per row\n")
-        return print_table(results)
+        print(f"Time to target at commit {commit}, {' or '.join(map(str, seeds))} seeds per row\n")
+        return print_table(results) if "table" in options else print_headline(results)
     seeds = [int(s) for s in options.get("seeds", "0,1,2").split(",")]
     max_time = float(options.get("max_time", 1800))
     commit, date = git_commit(), datetime.date.today().isoformat()
