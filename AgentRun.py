@@ -327,8 +327,9 @@ class Arguments:
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
 
 
-AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items())
-                 if isinstance(obj, type) and issubclass(obj, AgentBase) and obj not in (AgentBase, AgentZoo.AgentOffPolicy)}
+# the agents a run takes: every AgentBase subclass of AgentZoo but the shared bases, which no task trains
+AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items()) if isinstance(obj, type)
+                 and issubclass(obj, AgentBase) and obj not in (AgentBase, AgentZoo.AgentOffPolicy, AgentZoo.AgentOnPolicy)}
 
 
 def agent_settings(agent_class: type) -> dict:

@@ -1839,7 +1839,7 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
     DDPG's exploration and warm-up."""
 
     if_agent_rewards = True
-    # a white warm-up: the team rows (README) were measured with it, and the particle envs reward no momentum
+    # a white warm-up: the team rows (BENCHMARKS.md) were measured with it, and the particle envs reward no momentum
     hyper_defaults = team_defaults(AgentDDPG.hyper_defaults, False) | dict(random_beta=0.0)
     # QMIX's: an update of batch 256 per 8 steps (the paper's: one of 1024 per 100 steps)
     # DDPG's, one of 128 per step, was slower on simple_spread_v3 and scored lower (History/UPDATE_LOG.md, 2026-11-25)

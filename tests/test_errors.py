@@ -65,6 +65,15 @@ def test_unknown_agent():
         Arguments(agent="AgentXYZ").get_agent_class()
 
 
+@pytest.mark.parametrize("base", ["AgentBase", "AgentOffPolicy", "AgentOnPolicy"])
+def test_a_shared_base_is_no_agent_to_train(base):
+    """The bases that agents share hold no update rule of their own: refused by name, and never offered."""
+    with pytest.raises(ValueError, match=rf"unknown agent '{base}'; AgentZoo has AgentA2C, .*AgentSAC") as error:
+        Arguments(agent=base).get_agent_class()
+    offered = str(error.value).partition("AgentZoo has")[2]
+    assert "OnPolicy" not in offered and "OffPolicy" not in offered and "AgentBase" not in offered
+
+
 def test_unknown_key_names_the_valid_ones():
     with pytest.raises(ValueError, match=r"unknown key 'learning_rat'; Arguments has .*learning_rate"):
         parse_overrides(["learning_rat=0.1"])
