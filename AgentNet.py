@@ -89,6 +89,18 @@ class StateNorm(nn.Module):
 # ---- Q-networks (discrete actions) ----
 
 
+class Greedy(nn.Module):
+    """The greedy policy of a Q-network: states -> the index of the largest Q-value, (batch,) (or (batch, agents) for a
+    team's per-agent Q-values), as one module that can be exported."""
+
+    def __init__(self, q_net: nn.Module):
+        super().__init__()
+        self.q_net = q_net
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        return self.q_net(state).argmax(dim=-1)
+
+
 class QNet(nn.Module):
     """Q(s, .) for every discrete action, (batch, action_dim). if_noisy: noisy layers after the first (NoisyLinear).
     num_atoms > 1 (QNetDist): that many outputs per action, (batch, action_dim * num_atoms), action by action."""

@@ -91,7 +91,9 @@ class Arguments:
 
     net_dim: int | None = None  # width of each hidden layer, > 0
     batch_size: int | None = None  # transitions per gradient step, > 0
-    learning_rate: float | None = None  # Adam step size of every network, > 0
+    learning_rate: float | None = None  # Adam step size of every network (the critic's where actor_learning_rate is
+    #   set), > 0
+    actor_learning_rate: float | None = None  # the actor's step size (actor-critic agents), > 0; None: learning_rate
     gamma: float | None = None  # discount factor, 0 < gamma <= 1
     reward_scale: float | None = None  # rewards are multiplied by this before learning, > 0
     soft_update_tau: float | None = None  # target <- tau*online + (1-tau)*target, 0 < tau <= 1
@@ -119,9 +121,12 @@ class Arguments:
     policy_noise: float | None = None  # TD3: std of the target policy smoothing noise, >= 0
     noise_clip: float | None = None  # TD3: the smoothing noise is clipped to [-noise_clip, noise_clip], >= 0
     alpha_init: float | None = None  # SAC: the entropy temperature alpha it starts from (then tuned), > 0
+    if_tune_alpha: bool | None = None  # SAC: True tunes alpha toward the target entropy; False keeps it at alpha_init
     lambda_gae: float | None = None  # PPO, A2C, VPG, TRPO (COMA: of its critic's TD(lambda) returns): GAE's lambda
     #   (0: one-step TD error, 1: Monte Carlo return), in [0, 1]
     ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
+    target_kl: float | None = None  # PPO: a round's epochs stop once the approximate KL to the policy that acted passes
+    #   this (Spinning Up's PPO), > 0; None: they never stop early
     entropy_coef: float | None = None  # PPO, A2C, VPG, TRPO: weight of the entropy bonus, >= 0
     max_kl: float | None = None  # TRPO: the trust region, the largest mean KL(old || new policy) of a step, > 0
     kl_clip: float | None = None  # ACKTR: the trust region of each step in the Fisher's KL; ACER: of the linearised
@@ -284,6 +289,7 @@ class Arguments:
         rules = {  # field: (test, what is accepted)
             "num_threads": (lambda v: v > 0, "> 0"), "net_dim": (lambda v: v > 0, "> 0"),
             "batch_size": (lambda v: v > 0, "> 0"), "learning_rate": (lambda v: v > 0, "> 0"),
+            "actor_learning_rate": (lambda v: v > 0, "> 0"), "target_kl": (lambda v: v > 0, "> 0"),
             "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
             "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "max_memo": (lambda v: v > 0, "> 0"),
             "target_step": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
@@ -609,7 +615,7 @@ class Evaluator:
         if if_tensorboard:  # optional: imported only when asked for, so the library does not need it
             from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(cwd) if if_tensorboard else None
-        self.start_time = time.time()
+        self.start_time = self.session_start = time.time()
         self.best_return = -math.inf
         self.best_actor = None  # a CPU copy of the best actor's weights: actor.pt, and part of every checkpoint
         self.history = []  # one dict per evaluation: the recorder.csv row, the mean episode length, the episodes so far
@@ -618,6 +624,15 @@ class Evaluator:
         self.last_eval_time, self.eval_seconds = -math.inf, 0.0  # when the last evaluation ended; its episodes' seconds
         # the first redraw after plot_gap: a run that ends sooner is drawn once, by finish()
         self.last_plot_time, self.plotted_rows = self.start_time, 0
+        self.limits = None  # (break_step, max_time, the step this session began at) for the progress note of each row
+
+    def progress(self, step: int, seconds: float) -> str:
+        """This session's steps per second and the time left until break_step or max_time, whichever comes first."""
+        break_step, max_time, session_step = self.limits
+        rate = (step - session_step) / max(time.time() - self.session_start, 1e-9)
+        left = min(max_time - seconds, (break_step - step) / rate if rate > 0 else math.inf)
+        left_text = f"{left / 60:.0f} min" if left < 6000 else f"{left / 3600:.1f} h"
+        return f"{rate:,.0f} steps/s, {left_text} left"
 
     def state_dict(self) -> dict:
         return {"seconds": time.time() - self.start_time, "best_return": self.best_return, "best_actor": self.best_actor,
@@ -681,7 +696,8 @@ class Evaluator:
             self.if_legend_printed = True
         with open(os.path.join(self.cwd, "recorder.csv"), "a", newline="") as f:
             csv.writer(f).writerow(row.values())
-        print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:]))
+        print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:])
+              + (f"  {self.progress(step, row['seconds'])}" if self.limits is not None else ""))
         self.history.append(row | {"avg_length": float(np.mean(lengths)), "episodes": episodes})
         if self.writer is not None:
             for name, value in list(row.items())[1:] + [("avg_length", self.history[-1]["avg_length"])]:
@@ -770,6 +786,7 @@ def build_evaluator(args: Arguments, env_info: "EnvInfo", step: int, state: dict
         eval_env.reset(seed=args.seed + step + explore_copies + i)
     evaluator = Evaluator(args.cwd, eval_envs, args.eval_gap, f"{args.agent.__name__} on {env_info.env_name}",
                           args.if_tensorboard)
+    evaluator.limits = (args.break_step, args.max_time, step)
     if args.if_resume:
         evaluator.load_state_dict(state)
     return evaluator
@@ -1932,17 +1949,31 @@ def register_mpe2_env(env_id: str) -> str:
 # ---- tools: replay and its GIF, a grid of runs, the comparison plot ----
 
 
+def read_run(cwd: str, command: str) -> dict:
+    """config.json of the run in cwd, which must have evaluated at least once (actor.pt), for replay= and export=."""
+    config_path, actor_path = os.path.join(cwd, "config.json"), os.path.join(cwd, "actor.pt")
+    for path, what in ((config_path, "the run's settings"), (actor_path, "the saved actor")):
+        if not os.path.isfile(path):
+            raise MissingRunError(f"{command} needs {path} ({what}); is {cwd!r} the cwd of a run that has evaluated at "
+                                  f"least once?")
+    with open(config_path) as f:
+        return json.load(f)
+
+
+def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None) -> AgentBase:
+    """The agent of config.json, its hyperparameters as trained, acting with the best actor of actor.pt (weights_only)."""
+    agent_class = Arguments(agent=config["agent"]).get_agent_class()
+    hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}
+    agent = new_agent(agent_class, config["net_dim"], env_info, device, hyperparameters)
+    agent.act.load_state_dict(load_weights(os.path.join(cwd, "actor.pt"), agent.device))
+    return agent
+
+
 def replay(cwd: str, episodes: int | None = None) -> dict:
     """Load config.json and actor.pt (weights_only) from a finished or running cwd, run `episodes` evaluation
     episodes (the run's eval_times by default), print mean and std of return and length, and write
     replay.gif of the first episode into cwd."""
-    config_path, actor_path = os.path.join(cwd, "config.json"), os.path.join(cwd, "actor.pt")
-    for path, what in ((config_path, "the run's settings"), (actor_path, "the saved actor")):
-        if not os.path.isfile(path):
-            raise MissingRunError(f"replay needs {path} ({what}); is {cwd!r} the cwd of a run that has evaluated at least once?")
-    with open(config_path) as f:
-        config = json.load(f)
-    agent_class = Arguments(agent=config["agent"]).get_agent_class()
+    config = read_run(cwd, "replay")
     try:  # the first episode is rendered for the GIF
         envs = [prepare_env(env_from_config(config["env"], render_mode="rgb_array" if i == 0 else None))[0]
                 for i in range(episodes or config["eval_times"])]
@@ -1950,9 +1981,7 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
         raise RefusedError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
                            f"({error}); replay works for runs of registered environments") from None
     env_info = prepare_env(envs[0])[1]
-    hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}  # as trained
-    agent = new_agent(agent_class, config["net_dim"], env_info, None, hyperparameters)
-    agent.act.load_state_dict(load_weights(actor_path, agent.device))
+    agent = saved_agent(cwd, config, env_info)
     for i, env in enumerate(envs):
         env.reset(seed=config["seed"] + i)
 
@@ -1982,6 +2011,32 @@ def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int =
     fig.suptitle(title, fontsize=10)
     image = ax.imshow(frames[0])
     FuncAnimation(fig, lambda frame: (image.set_data(frame),), frames=frames).save(path, writer=PillowWriter(fps=fps))
+
+
+def export(cwd: str) -> dict[str, str]:
+    """The best actor of the run in cwd as one module that acts without this library, states (batch, state_dim) float32
+    -> the actions select_action(deterministic=True) takes (Box ones in [-1, 1], before the env's rescaling; Discrete
+    ones as indices), state normalisation included: cwd/actor_torchscript.pt (torch.jit.load, also from C++; TorchScript
+    is deprecated in torch but loads there) and, where the onnx package is installed, cwd/actor.onnx. Returns the
+    paths by format."""
+    config = read_run(cwd, "export")
+    env_info = prepare_env(env_from_config(config["env"]))[1]
+    policy = saved_agent(cwd, config, env_info, device="cpu").policy_module().eval()
+    example = torch.zeros(2, env_info.state_dim * env_info.num_agents)  # a batch of the env's observations
+    paths = {"torchscript": os.path.join(cwd, "actor_torchscript.pt")}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit's: the format this export promises
+        torch.jit.trace(policy, example).save(paths["torchscript"])
+    try:
+        import onnx  # noqa: F401  (optional: only to write the ONNX file)
+    except ImportError:
+        print("export: no ONNX file without the onnx package (pip install onnx)")
+    else:
+        paths["onnx"] = os.path.join(cwd, "actor.onnx")
+        torch.onnx.export(policy, (example,), paths["onnx"], input_names=["state"], output_names=["action"],
+                          dynamic_axes={"state": {0: "batch"}, "action": {0: "batch"}})
+    print(f"{config['agent']} on {env_info.env_name}: the best actor in " + ", ".join(paths.values()))
+    return paths
 
 
 def grid_runs(argv: list[str]) -> tuple[dict, list[dict]]:
@@ -2191,17 +2246,20 @@ def resume(cwd: str, **overrides) -> dict:
 
 
 def main(argv: list[str]) -> dict | list | str:
-    """The command line: `replay=<cwd>` alone, `plot=<dir>[,<dir>...]` alone, `resume=<cwd> [key=value ...]`,
-    `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (run_grid), or `[key=value ...]` for run__demo()."""
-    commands = [item for item in argv if item.startswith(("replay=", "resume=", "plot=", "grid="))]
+    """The command line: `replay=<cwd>` alone, `export=<cwd>` alone, `plot=<dir>[,<dir>...]` alone,
+    `resume=<cwd> [key=value ...]`, `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (run_grid), or `[key=value ...]` for
+    run__demo()."""
+    commands = [item for item in argv if item.startswith(("replay=", "export=", "resume=", "plot=", "grid="))]
     if len(commands) > 1:
-        raise RefusedError(f"one of replay=, resume=, plot= and grid= at a time, got {' '.join(commands)}")
+        raise RefusedError(f"one of replay=, export=, resume=, plot= and grid= at a time, got {' '.join(commands)}")
     command, _, value = commands[0].partition("=") if commands else ("", "", "")
     rest = [item for item in argv if item not in commands]
-    if command in ("replay", "plot") and rest:
+    if command in ("replay", "export", "plot") and rest:
         raise RefusedError(f"{command}= takes no other key=value")
     if command == "replay":
         return replay(value)
+    if command == "export":
+        return export(value)
     if command == "plot":
         return plot_runs(value.split(","))
     if command == "resume":

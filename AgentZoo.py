@@ -25,8 +25,8 @@ import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, COMACritic, Critic, CriticValue, CriticTwin,
-                      CriticTwinEncoded, CriticTwinShared, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel, QNetTwin,
-                      QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO, TeamCritic,
+                      CriticTwinEncoded, CriticTwinShared, Greedy, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel,
+                      QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO, TeamCritic,
                       TeamCriticDiscrete, TeamCriticValue, VDNNet)
 
 # ---- helpers ----
@@ -561,6 +561,9 @@ class AgentBase:
     if_multi_agent = False  # True: a team's agent (MultiAgent), num_agents of them on a PettingZoo env
     num_agents = 1
     if_agent_rewards = False  # True: a team's agent with a value per agent, which can learn each agent's own reward
+    # the actor's step size, None: learning_rate (Spinning Up's pi_lr beside q_lr); a hyperparameter of the agents with
+    # an actor that an optimizer steps, whose hyper_defaults name it
+    actor_learning_rate = None
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -589,12 +592,12 @@ class AgentBase:
         self.act_target = frozen_copy(self.act) if self.if_act_target else None
         self.cri_target = frozen_copy(self.cri) if self.if_cri_target else None
         if self.if_act_optimizer:
-            self.act_optimizer = self.new_optimizer(self.act)
-        self.cri_optimizer = self.new_optimizer(self.cri)
+            self.act_optimizer = self.new_optimizer(self.act, self.actor_learning_rate or self.learning_rate)
+        self.cri_optimizer = self.new_optimizer(self.cri, self.learning_rate)
 
-    def new_optimizer(self, net: nn.Module) -> torch.optim.Optimizer:
+    def new_optimizer(self, net: nn.Module, learning_rate: float) -> torch.optim.Optimizer:
         """The optimizer of the actor or the critic: Adam."""
-        return new_adam(net.parameters(), self.learning_rate, self.device)
+        return new_adam(net.parameters(), learning_rate, self.device)
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -602,6 +605,11 @@ class AgentBase:
         state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
         action = self.act(state) if deterministic else self.explore_action(state)
         return action.cpu().numpy()
+
+    def policy_module(self) -> nn.Module:
+        """The deterministic policy as one module, states -> the actions select_action(deterministic=True) takes (the
+        module AgentRun.export writes)."""
+        return self.act
 
     def extra_stats(self) -> dict[str, float]:
         """Values beside the objectives that the recorder should log (SAC: its temperature)."""
@@ -877,6 +885,10 @@ class AgentDQN(AgentOffPolicy):
             action = torch.where(if_random, torch.randint_like(action, self.action_dim), action)
         return action.cpu().numpy()
 
+    def policy_module(self) -> nn.Module:
+        """Greedy in the Q-values, in eval mode where it has noisy layers (at their mean), as select_action."""
+        return Greedy(self.cri)
+
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (self.cri(state).gather(1, action).squeeze(1),)  # Q(s, a) of the actions taken, (B,)
 
@@ -955,7 +967,8 @@ class AgentDDPG(AgentOffPolicy):
     """DDPG (Lillicrap et al. arXiv:1509.02971) with Gaussian exploration noise instead of the OU process
     (TD3 paper, section 6.1, found no benefit in OU)."""
 
-    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_noise=0.1,  # std of the action noise, actions in [-1, 1]
+    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(actor_learning_rate=None,  # None: learning_rate
+                                                          explore_noise=0.1,  # std of the action noise, actions in [-1, 1]
                                                           noise_beta=0.0,  # its colour (ColoredNoise): 0 white, 1 pink
                                                           random_beta=1.0)  # the random warm-up's colour (AgentSAC)
 
@@ -990,7 +1003,9 @@ class AgentSAC(AgentOffPolicy):
     entropy temperature alpha (arXiv:1812.05905, section 5). No actor target: SAC bootstraps from the online policy."""
 
     # pink warm-up: finds MountainCar's reward; pink policy: slower on LunarLander (History/UPDATE_LOG.md, 2026-11-25)
-    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(alpha_init=0.2,  # initial entropy temperature
+    hyper_defaults = AgentOffPolicy.hyper_defaults | dict(actor_learning_rate=None,  # None: learning_rate
+                                                          alpha_init=0.2,  # initial entropy temperature
+                                                          if_tune_alpha=True,  # False: alpha stays alpha_init
                                                           noise_beta=0.0,  # colour of the policy's noise (ColoredNoise)
                                                           random_beta=1.0)  # colour of the random warm-up's actions
     act_class, cri_class = ActorSAC, CriticTwin
@@ -998,9 +1013,11 @@ class AgentSAC(AgentOffPolicy):
 
     def init_networks(self):
         super().init_networks()
-        # alpha = exp(log_alpha) stays positive; it has its own optimizer, not a share of the actor's
-        self.log_alpha = torch.tensor(np.log(self.alpha_init), dtype=torch.float32, device=self.device, requires_grad=True)
-        self.alpha_optimizer = new_adam([self.log_alpha], self.learning_rate, self.device)
+        # alpha = exp(log_alpha) stays positive; it has its own optimizer, not a share of the actor's, or none: a fixed
+        # temperature, as Spinning Up's SAC has it
+        self.log_alpha = torch.tensor(np.log(self.alpha_init), dtype=torch.float32, device=self.device,
+                                      requires_grad=self.if_tune_alpha)
+        self.alpha_optimizer = new_adam([self.log_alpha], self.learning_rate, self.device) if self.if_tune_alpha else None
         self.target_entropy = -float(self.action_dim)  # the heuristic of arXiv:1812.05905, section 5
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
@@ -1023,7 +1040,9 @@ class AgentSAC(AgentOffPolicy):
 
     def extra_update(self, batch: tuple[torch.Tensor, ...]):
         """One step of the temperature toward the target entropy (arXiv:1812.05905, eq. 18), after the policy's step
-        as in its Algorithm 1, on the log-probs of fresh actions of the stepped policy."""
+        as in its Algorithm 1, on the log-probs of fresh actions of the stepped policy; none for a fixed alpha."""
+        if self.alpha_optimizer is None:
+            return
         with torch.no_grad():
             log_prob = self.act.get_action_log_prob(batch[0])[1]
         optimizer_step(self.alpha_optimizer, -(self.log_alpha * (log_prob + self.target_entropy)).mean())
@@ -1097,8 +1116,9 @@ class AgentInterSAC(AgentModSAC):
         super().init_networks()
         self.cri.encoder = self.act.net[:2]  # the actor's first Linear and ReLU, the same modules
         self.cri_target = frozen_copy(self.cri)
-        self.act_optimizer = new_adam(self.act.net[2:].parameters(), self.learning_rate, self.device)
-        self.cri_optimizer = self.new_optimizer(self.cri)
+        self.act_optimizer = new_adam(self.act.net[2:].parameters(), self.actor_learning_rate or self.learning_rate,
+                                      self.device)
+        self.cri_optimizer = self.new_optimizer(self.cri, self.learning_rate)
 
 
 class AgentDiscreteSAC(AgentSAC):
@@ -1139,7 +1159,10 @@ class AgentDiscreteSAC(AgentSAC):
         return (log_probs.exp() * (self.log_alpha.exp().detach() * log_probs - q)).sum(dim=-1).mean()
 
     def extra_update(self, batch: tuple[torch.Tensor, ...]):
-        """The temperature's step on the exact entropy of the stepped policy (the paper's eq. 11)."""
+        """The temperature's step on the exact entropy of the stepped policy (the paper's eq. 11); none for a fixed
+        alpha."""
+        if self.alpha_optimizer is None:
+            return
         with torch.no_grad():
             log_probs = self.act.get_log_probs(batch[0])
             entropy = -(log_probs.exp() * log_probs).sum(dim=-1)  # (B,)
@@ -1161,11 +1184,13 @@ class AgentOnPolicy(AgentBase):
     train_defaults = dict(net_dim=64, target_step=256, num_envs=8, num_workers=1,
                           if_multiprocess=False)  # not measured faster in processes
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
+                          actor_learning_rate=None,  # None: learning_rate
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
                           entropy_coef=0.0,  # weight of the entropy bonus; the Gaussian's learned std explores
                           if_state_norm=False)  # standardised states (AgentNet.StateNorm)
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
+    target_kl = None  # PPO's early stop of a round's epochs (update_minibatches); a hyperparameter of the PPO family
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.act.convert_action_for_env(self.act.get_action_log_prob(state)[0])
@@ -1293,15 +1318,19 @@ class AgentA2C(AgentOnPolicy):
         return self.update_minibatches(buffer, buffer.add_size, 1)
 
     def update_minibatches(self, buffer: RolloutBuffer, batch_size: int, epochs: float) -> dict[str, float]:
-        """round(epochs) epochs over the rollout in minibatches of batch_size; critic then actor each step. Also each
-        get_step_stats value at the round's first minibatch (<name>_start) and its mean over the steps."""
+        """round(epochs) epochs over the rollout in minibatches of batch_size; critic then actor each step, the round
+        stopped early once the approximate KL to the policy that acted passes target_kl (None: never; Spinning Up's PPO
+        stops its policy steps so). Also each get_step_stats value at the round's first minibatch (<name>_start) and its
+        mean over the steps taken, and epochs_done, the epochs taken."""
         rollout = self.get_rollout_batch(buffer)
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         sum_step_stats, first_step_stats, update_times = {}, {}, 0
         for state, action, log_prob, advantage, ret in minibatches(rollout, batch_size, epochs):
+            step_stats = self.get_step_stats(state, action, log_prob)
+            if self.target_kl is not None and step_stats["approx_kl"].item() > self.target_kl:
+                break
             obj_critic = self.get_obj_critic(state, ret)
             optimizer_step(self.cri_optimizer, obj_critic, self.max_grad_norm)
-            step_stats = self.get_step_stats(state, action, log_prob)
             sum_step_stats = {name: sum_step_stats.get(name, 0) + value for name, value in step_stats.items()}
             first_step_stats = sum_step_stats if update_times == 0 else first_step_stats
             obj_actor = self.get_obj_actor((state, action, log_prob, advantage))
@@ -1311,6 +1340,8 @@ class AgentA2C(AgentOnPolicy):
         stats = {"obj_critic": sum_obj_critic.item() / update_times, "obj_actor": sum_obj_actor.item() / update_times}
         for name, total in sum_step_stats.items():
             stats |= {f"{name}_start": first_step_stats[name].item(), name: total.item() / update_times}
+        if self.target_kl is not None:
+            stats["epochs_done"] = update_times * batch_size / rollout[0].shape[0]
         return stats | self.extra_stats()
 
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
@@ -1332,7 +1363,8 @@ class AgentPPO(AgentA2C):
     train_defaults = AgentA2C.train_defaults | dict(batch_size=256, target_step=2048,
                                                     repeat_times=8,  # epochs over each rollout
                                                     if_multiprocess=True)
-    hyper_defaults = AgentA2C.hyper_defaults | dict(ratio_clip=0.2)  # the policy ratio is clipped to 1 +- ratio_clip
+    hyper_defaults = AgentA2C.hyper_defaults | dict(ratio_clip=0.2,  # the policy ratio is clipped to 1 +- ratio_clip
+                                                    target_kl=None)  # stop a round's epochs past this KL; None: never
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """repeat_times epochs over the rollout in minibatches of batch_size (update_minibatches)."""
@@ -1341,10 +1373,16 @@ class AgentPPO(AgentA2C):
     @torch.no_grad()
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
                        ) -> dict[str, torch.Tensor]:
-        """clip_fraction: the share of samples whose ratio pi / pi_old lies outside [1 - ratio_clip, 1 + ratio_clip];
-        at the round's first minibatch 0 where the learner's own policy acted (the ratio starts at 1)."""
-        ratio = (self.act.get_log_prob_entropy(state, action)[0] - old_log_prob).exp()
-        return {"clip_fraction": ((ratio - 1).abs() > self.ratio_clip).float().mean()}
+        """clip_fraction: the share of samples whose ratio pi / pi_old lies outside [1 - ratio_clip, 1 + ratio_clip]
+        (at the round's first minibatch 0 where the learner's own policy acted: the ratio starts at 1); with target_kl,
+        approx_kl: KL(pi_old || pi) estimated as the mean of (ratio - 1) - log ratio, unbiased and never negative
+        (Schulman's k3; SB3's approx_kl)."""
+        log_ratio = self.act.get_log_prob_entropy(state, action)[0] - old_log_prob
+        ratio = log_ratio.exp()
+        stats = {"clip_fraction": ((ratio - 1).abs() > self.ratio_clip).float().mean()}
+        if self.target_kl is not None:
+            stats["approx_kl"] = ((ratio - 1) - log_ratio).mean()
+        return stats
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
@@ -1505,7 +1543,9 @@ class AgentTRPO(AgentVPG):
     to the edge of the trust region mean KL(pi_old || pi_new) <= max_kl and shortened until it stays inside and
     improves the surrogate (the paper's Appendix C). The critic is fitted by regression, as VPG's."""
 
-    hyper_defaults = AgentVPG.hyper_defaults | dict(max_kl=0.01)  # delta, the trust region's radius in mean KL
+    # delta, the trust region's radius in mean KL; no actor_learning_rate: a line search steps the actor
+    hyper_defaults = {name: value for name, value in AgentVPG.hyper_defaults.items()
+                      if name != "actor_learning_rate"} | dict(max_kl=0.01)
     # a step bounded in KL wants a large batch: 1024 was slower on Pendulum-v1 (History/UPDATE_LOG.md, 2026-11-23)
     train_defaults = AgentVPG.train_defaults | dict(target_step=2048)
     damping = 0.1  # added to the Fisher matrix's diagonal (fisher_vector_product)
@@ -1633,8 +1673,8 @@ class AgentACKTR(AgentA2C):
     if_data_parallel = False  # each rank's Kronecker factors would precondition the mean gradient differently
     stat_decay = 0.99  # the factors' running average, the baselines implementation's
 
-    def new_optimizer(self, net: nn.Module) -> KFAC:
-        return KFAC(net, self.learning_rate, self.kl_clip, self.damping, self.stat_decay)
+    def new_optimizer(self, net: nn.Module, learning_rate: float) -> KFAC:
+        return KFAC(net, learning_rate, self.kl_clip, self.damping, self.stat_decay)
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
                    ) -> dict[str, float]:

@@ -1,0 +1,159 @@
+"""Issue 44's tools, each off or equal to the former behaviour by default: PPO's target_kl, SAC's fixed temperature, the
+actor's own learning rate, export=<cwd>, and the progress note of each printed row."""
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from AgentRun import Arguments, parse_overrides, prepare_env
+from AgentZoo import AgentACKTR, AgentDDPG, AgentDiscreteSAC, AgentInterSAC, AgentPPO, AgentSAC, ReplayBuffer, RolloutBuffer
+
+
+def pendulum_rollout(agent: AgentPPO, steps: int = 64) -> RolloutBuffer:
+    env = gym.vector.SyncVectorEnv([lambda: gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1),
+                                                                       np.float32(1))] * 2,
+                                   autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    buffer = RolloutBuffer()
+    buffer.extend(*agent.explore_env(env, steps))
+    return buffer
+
+
+def actor_steps(agent) -> int:
+    state = agent.act_optimizer.state_dict()["state"]
+    return int(state[0]["step"]) if state else 0
+
+
+def test_target_kl_stops_the_rounds_epochs_once_the_kl_passes_it():
+    torch.manual_seed(0)
+    agent = AgentPPO(32, 3, 1, device="cpu", target_kl=1e-9)  # passed as soon as the policy has moved
+    stats = agent.update_net(pendulum_rollout(agent), batch_size=16, repeat_times=4)  # 128 samples: 32 minibatches
+    assert actor_steps(agent) == 1  # the first minibatch's KL is 0 (the policy that acted); the second's is past it
+    assert stats["epochs_done"] == 16 / 128
+    assert stats["approx_kl_start"] == pytest.approx(0, abs=1e-6) and stats["approx_kl"] == stats["approx_kl_start"]
+    unbounded = AgentPPO(32, 3, 1, device="cpu", target_kl=10.0)
+    stats = unbounded.update_net(pendulum_rollout(unbounded), batch_size=16, repeat_times=4)
+    assert actor_steps(unbounded) == 32 and stats["epochs_done"] == 4 and stats["approx_kl"] > 0
+
+
+def test_without_target_kl_ppo_takes_every_epoch_and_reports_no_kl():
+    agent = AgentPPO(32, 3, 1, device="cpu")
+    stats = agent.update_net(pendulum_rollout(agent), batch_size=16, repeat_times=4)
+    assert actor_steps(agent) == 32 and "approx_kl" not in stats and "epochs_done" not in stats
+
+
+def filled_buffer(state_dim: int, action_dim: int, if_discrete: bool, size: int = 256) -> ReplayBuffer:
+    buffer = ReplayBuffer(size, state_dim, action_dim, if_discrete=if_discrete)
+    actions = torch.randint(action_dim, (size, 1)) if if_discrete else torch.rand(size, action_dim) * 2 - 1
+    buffer.extend(torch.randn(size, state_dim), actions, torch.randn(size), torch.full((size,), 0.99),
+                  torch.randn(size, state_dim))
+    return buffer
+
+
+@pytest.mark.parametrize("agent_class, action_dim, if_discrete", [(AgentSAC, 1, False), (AgentDiscreteSAC, 2, True)])
+def test_a_fixed_temperature_stays_at_alpha_init_and_survives_a_checkpoint(agent_class, action_dim, if_discrete, tmp_path):
+    fixed = agent_class(32, 3, action_dim, device="cpu", alpha_init=0.05, if_tune_alpha=False)
+    tuned = agent_class(32, 3, action_dim, device="cpu", alpha_init=0.05)
+    for agent in (fixed, tuned):
+        stats = agent.update_net(filled_buffer(3, action_dim, if_discrete), batch_size=32, repeat_times=0.25)
+    assert fixed.alpha_optimizer is None and stats["alpha"] != pytest.approx(0.05, abs=1e-7)
+    assert fixed.log_alpha.exp().item() == pytest.approx(0.05) and not fixed.log_alpha.requires_grad
+    fixed.save_or_load_agent(str(tmp_path), if_save=True)
+    resumed = agent_class(32, 3, action_dim, device="cpu", alpha_init=0.05, if_tune_alpha=False)
+    resumed.save_or_load_agent(str(tmp_path), if_save=False)
+    assert torch.equal(resumed.log_alpha, fixed.log_alpha)
+
+
+@pytest.mark.parametrize("agent_class", [AgentDDPG, AgentSAC, AgentInterSAC, AgentPPO, AgentACKTR])
+def test_the_actor_takes_its_own_learning_rate_and_the_critic_learning_rate(agent_class):
+    agent = agent_class(32, 3, 1, device="cpu", learning_rate=1e-3, actor_learning_rate=3e-4)
+    assert {group["lr"] for group in agent.act_optimizer.param_groups} == {3e-4}
+    assert {group["lr"] for group in agent.cri_optimizer.param_groups} == {1e-3}
+    default = agent_class(32, 3, 1, device="cpu", learning_rate=1e-3)
+    assert {group["lr"] for group in default.act_optimizer.param_groups} == {1e-3}
+
+
+def resolved(**fields) -> Arguments:
+    args = Arguments(**fields)
+    args.resolve(prepare_env(args.env)[1])
+    return args
+
+
+def test_the_knobs_come_from_the_command_line_and_are_refused_where_they_mean_nothing():
+    overrides = parse_overrides(["target_kl=0.015", "if_tune_alpha=False", "actor_learning_rate=3e-4"])
+    assert overrides == {"target_kl": 0.015, "if_tune_alpha": False, "actor_learning_rate": 3e-4}
+    assert resolved(agent="AgentPPO", env="Pendulum-v1", target_kl=0.015).target_kl == 0.015
+    assert resolved(agent="AgentSAC", env="Pendulum-v1").if_tune_alpha is True
+    with pytest.raises(ValueError, match=r"target_kl=0.015 is not accepted: AgentA2C has no target_kl \(only .*AgentPPO"):
+        resolved(agent="AgentA2C", env="Pendulum-v1", target_kl=0.015)
+    with pytest.raises(ValueError, match=r"actor_learning_rate=0.001 is not accepted: AgentTRPO has no actor_learning_rate"):
+        resolved(agent="AgentTRPO", env="Pendulum-v1", actor_learning_rate=1e-3)
+    with pytest.raises(ValueError, match=r"actor_learning_rate=0.001 is not accepted: AgentDQN has no"):
+        resolved(agent="AgentDQN", env="CartPole-v1", actor_learning_rate=1e-3)
+    with pytest.raises(ValueError, match=r"target_kl=-0.1 is not accepted: target_kl must be a number > 0"):
+        resolved(agent="AgentPPO", env="Pendulum-v1", target_kl=-0.1)
+    with pytest.raises(ValueError, match=r"if_tune_alpha=False is not accepted: AgentDDPG has no if_tune_alpha"):
+        resolved(agent="AgentDDPG", env="Pendulum-v1", if_tune_alpha=False)
+
+
+
+EXPORT_CHECK = """import sys, torch
+policy = torch.jit.load(sys.argv[1])
+assert not any(name.startswith("Agent") for name in sys.modules)
+print(policy(torch.load(sys.argv[2])).tolist())
+"""
+
+
+@pytest.mark.parametrize("agent, env, extra", [("AgentPPO", "Pendulum-v1", dict(if_state_norm=True, break_step=4096)),
+                                               ("AgentDiscretePPO", "CartPole-v1", dict(break_step=4096)),
+                                               ("AgentRainbow", "CartPole-v1", dict(break_step=1500, random_steps=1000))])
+def test_an_exported_actor_acts_with_torch_alone_as_select_action(agent, env, extra, tmp_path):
+    """export=<cwd> writes the best actor as TorchScript: loaded in a fresh process that imports torch and nothing of the
+    library, it takes select_action's deterministic actions, state normalisation included (Rainbow: noisy layers at
+    their mean)."""
+    import os
+    import subprocess
+    import sys
+
+    import AgentRun
+
+    cwd = str(tmp_path / "run")
+    AgentRun.train_and_evaluate(Arguments(agent=agent, env=env, cwd=cwd, eval_gap=0, if_multiprocess=False, **extra))
+    paths = AgentRun.main([f"export={cwd}"])
+    config = AgentRun.read_run(cwd, "export")
+    env_info = prepare_env(env)[1]
+    agent_ = AgentRun.saved_agent(cwd, config, env_info, device="cpu")
+    if agent == "AgentPPO":
+        assert not torch.equal(agent_.act.state_norm.std, torch.ones(3))  # statistics that the export must carry
+    states = torch.randn(16, env_info.state_dim) * 3
+    torch.save(states, tmp_path / "states.pt")
+    out = subprocess.run([sys.executable, "-c", EXPORT_CHECK, paths["torchscript"], str(tmp_path / "states.pt")],
+                         capture_output=True, text=True, cwd=tmp_path,  # where the library is not importable
+                         env={key: value for key, value in os.environ.items() if key != "PYTHONPATH"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    expected = agent_.select_action(states.numpy(), deterministic=True)
+    np.testing.assert_allclose(np.array(json.loads(out.stdout)), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_export_refuses_a_directory_without_a_run(tmp_path):
+    import AgentRun
+
+    with pytest.raises(FileNotFoundError, match=r"export needs .*config.json \(the run's settings\)"):
+        AgentRun.main([f"export={tmp_path}"])
+    with pytest.raises(ValueError, match=r"export= takes no other key=value"):
+        AgentRun.main([f"export={tmp_path}", "seed=1"])
+
+
+def test_each_printed_row_tells_the_speed_and_the_time_left(tmp_path, capsys):
+    import re
+
+    from AgentRun import train_and_evaluate
+
+    train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(tmp_path / "run"), eval_gap=0,
+                                 break_step=6144, target_return=1e9))
+    rows = [line for line in capsys.readouterr().out.splitlines() if re.match(r"\s+\d+\s+[\d.]+\s", line)]
+    assert len(rows) == 3  # one per round of 2048 steps
+    notes = [re.search(r"  ([\d,]+) steps/s, (\d+) min left$", row) for row in rows]
+    assert all(notes) and all(int(note[1].replace(",", "")) > 0 for note in notes)
+    assert notes[-1][2] == "0"  # break_step reached
