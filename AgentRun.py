@@ -752,17 +752,18 @@ class Evaluator:
         self.last_plot_time, self.plotted_rows = time.time(), len(history)
 
 
-def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = None) -> list[tuple[float, int, float]]:
-    """One episode of the deterministic policy in each env, side by side: one batched forward per step for the
-    envs still running. Returns (return, length, success) per env, success the last step's info["is_success"] (goal
-    envs report it) or NaN; appends envs[0].render() frames if given."""
+def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = None, deterministic: bool = True
+                 ) -> list[tuple[float, int, float]]:
+    """One episode of the deterministic policy (or the exploring one) in each env, side by side: one batched forward
+    per step for the envs still running. Returns (return, length, success) per env, success the last step's
+    info["is_success"] (goal envs report it) or NaN; appends envs[0].render() frames if given."""
     states = [env.reset()[0] for env in envs]
     returns, lengths, successes = [0.0] * len(envs), [0] * len(envs), [math.nan] * len(envs)
     running = list(range(len(envs)))
     while running:
         if frames is not None and running[0] == 0:
             frames.append(envs[0].render())
-        actions = agent.select_action(np.stack([states[i] for i in running]), deterministic=True)
+        actions = agent.select_action(np.stack([states[i] for i in running]), deterministic=deterministic)
         still_running = []
         for i, action in zip(running, actions, strict=True):
             states[i], reward, terminated, truncated, info = envs[i].step(action)
@@ -1969,13 +1970,25 @@ def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None) -> Agent
     return agent
 
 
-def replay(cwd: str, episodes: int | None = None) -> dict:
-    """Load config.json and actor.pt (weights_only) from a finished or running cwd, run `episodes` evaluation
-    episodes (the run's eval_times by default), print mean and std of return and length, and write
-    replay.gif of the first episode into cwd."""
+REPLAY_RENDERS = {"gif": "rgb_array", "human": "human", "none": None}  # replay's render= and the env's render_mode
+
+
+def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, render: str = "gif") -> dict:
+    """Load config.json and actor.pt (weights_only) from a finished or running cwd, run `episodes` episodes (the run's
+    eval_times by default) of the deterministic policy (deterministic=False: the exploring one), print mean and std of
+    return and length, and show the first episode: render="gif" writes replay.gif into cwd, "human" opens the env's
+    window (where a display exists), "none" neither (Spinning Up's test_policy takes the same choices)."""
+    if render not in REPLAY_RENDERS:
+        raise RefusedError(f"render={render!r} is not accepted: one of {', '.join(REPLAY_RENDERS)}")
+    if render == "human" and sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or
+                                                                      os.environ.get("WAYLAND_DISPLAY")):
+        raise RefusedError("render='human' needs a display, and this machine has none (DISPLAY is unset); use "
+                           "render=gif (replay.gif in cwd) or render=none")
+    if episodes is not None and episodes < 1:
+        raise RefusedError(f"episodes={episodes} is not accepted: episodes must be an integer > 0")
     config = read_run(cwd, "replay")
-    try:  # the first episode is rendered for the GIF
-        envs = [prepare_env(env_from_config(config["env"], render_mode="rgb_array" if i == 0 else None))[0]
+    try:  # the first episode is shown
+        envs = [prepare_env(env_from_config(config["env"], render_mode=REPLAY_RENDERS[render] if i == 0 else None))[0]
                 for i in range(episodes or config["eval_times"])]
     except gym.error.Error as error:
         raise RefusedError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
@@ -1985,18 +1998,19 @@ def replay(cwd: str, episodes: int | None = None) -> dict:
     for i, env in enumerate(envs):
         env.reset(seed=config["seed"] + i)
 
-    frames = []
-    results = run_episodes(envs, agent, frames)
+    frames = [] if render == "gif" else None
+    results = run_episodes(envs, agent, frames, deterministic)
     for env in envs:  # a renderer freed now, not by the interpreter's exit (mujoco's EGL context raises then)
         env.close()
     returns, lengths, successes = np.array(results).T
-    gif_path = os.path.join(cwd, "replay.gif")
-    write_gif(frames, gif_path, title=f"{config['agent']} on {env_info.env_name}: return {returns[0]:.1f}")
+    gif_path = os.path.join(cwd, "replay.gif") if render == "gif" else None
+    if gif_path is not None:
+        write_gif(frames, gif_path, title=f"{config['agent']} on {env_info.env_name}: return {returns[0]:.1f}")
     print(f"{config['agent']} on {env_info.env_name}, {len(results)} episodes: return {returns.mean():.1f} +- {returns.std():.1f}, "
           f"length {lengths.mean():.0f} +- {lengths.std():.0f}" + ("" if np.isnan(successes).all() else
-          f", success rate {successes.mean():.2f}") + f"; first episode in {gif_path}")
+          f", success rate {successes.mean():.2f}") + (f"; first episode in {gif_path}" if gif_path else ""))
     return {"avg_return": float(returns.mean()), "std_return": float(returns.std()), "avg_length": float(lengths.mean()),
-            "success_rate": float(successes.mean()), "gif": gif_path, "frames": len(frames)}
+            "success_rate": float(successes.mean()), "gif": gif_path, "frames": len(frames or [])}
 
 
 def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int = 250, fps: int = 30):
@@ -2246,18 +2260,18 @@ def resume(cwd: str, **overrides) -> dict:
 
 
 def main(argv: list[str]) -> dict | list | str:
-    """The command line: `replay=<cwd>` alone, `export=<cwd>` alone, `plot=<dir>[,<dir>...]` alone,
-    `resume=<cwd> [key=value ...]`, `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (run_grid), or `[key=value ...]` for
-    run__demo()."""
+    """The command line: `replay=<cwd> [episodes=<n>] [deterministic=False] [render=gif|human|none]`, `export=<cwd>`
+    alone, `plot=<dir>[,<dir>...]` alone, `resume=<cwd> [key=value ...]`, `grid=<dir> [workers=<n>] [key=v1,v2,...
+    ...]` (run_grid), or `[key=value ...]` for run__demo()."""
     commands = [item for item in argv if item.startswith(("replay=", "export=", "resume=", "plot=", "grid="))]
     if len(commands) > 1:
         raise RefusedError(f"one of replay=, export=, resume=, plot= and grid= at a time, got {' '.join(commands)}")
     command, _, value = commands[0].partition("=") if commands else ("", "", "")
     rest = [item for item in argv if item not in commands]
-    if command in ("replay", "export", "plot") and rest:
+    if command in ("export", "plot") and rest:
         raise RefusedError(f"{command}= takes no other key=value")
     if command == "replay":
-        return replay(value)
+        return replay(value, **parse_options(rest, REPLAY_OPTIONS, "replay="))
     if command == "export":
         return export(value)
     if command == "plot":
@@ -2276,6 +2290,21 @@ def main(argv: list[str]) -> dict | list | str:
         raise RefusedError(f"a comma list makes a grid of runs: name its directory with grid=<dir> "
                            f"(got {' '.join(item for item in rest if ',' in item)})")
     return run__demo(**parse_overrides(rest))
+
+
+REPLAY_OPTIONS = {"episodes": (int,), "deterministic": (bool,), "render": (str,)}  # replay='s key=value, typed
+
+
+def parse_options(argv: list[str], options: dict[str, tuple], command: str) -> dict:
+    """['key=value', ...] of a command's own options -> {key: typed value}; refuses any other key."""
+    parsed = {}
+    for item in argv:
+        key, sep, text = item.partition("=")
+        if not sep or key not in options:
+            raise RefusedError(f"{command} takes no other key=value than {', '.join(f'{name}=' for name in options)}; "
+                               f"got {item!r}")
+        parsed[key] = parse_value(key, text, options[key])
+    return parsed
 
 
 if __name__ == "__main__":

@@ -252,9 +252,9 @@ def test_discrete_actions_are_shifted_to_a_space_that_does_not_start_at_zero():
 
 
 def test_command_line_is_a_function(tmp_path):
-    """main(argv) is what `python AgentRun.py ...` runs: key=value overrides of run__demo(), or replay=, resume=,
-    plot= or grid= (tests/test_grid.py)."""
-    with pytest.raises(ValueError, match=r"one of replay=, resume=, plot= and grid= at a time, got replay=a resume=b"):
+    """main(argv) is what `python AgentRun.py ...` runs: key=value overrides of run__demo(), or replay= (with its own
+    options), export=, resume=, plot= or grid= (tests/test_grid.py)."""
+    with pytest.raises(ValueError, match=r"one of replay=, export=, resume=, plot= and grid= at a time, got replay=a resume=b"):
         AgentRun.main(["replay=a", "resume=b"])
     with pytest.raises(ValueError, match=r"replay= takes no other key=value"):
         AgentRun.main(["replay=a", "seed=1"])

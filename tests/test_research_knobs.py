@@ -157,3 +157,30 @@ def test_each_printed_row_tells_the_speed_and_the_time_left(tmp_path, capsys):
     notes = [re.search(r"  ([\d,]+) steps/s, (\d+) min left$", row) for row in rows]
     assert all(notes) and all(int(note[1].replace(",", "")) > 0 for note in notes)
     assert notes[-1][2] == "0"  # break_step reached
+
+
+def test_replay_takes_episodes_the_exploring_policy_and_no_gif(tmp_path):
+    """replay=<cwd> episodes=3 deterministic=False render=none: three episodes of the exploring policy, no GIF; the
+    deterministic replay of the same envs differs; a human window is refused without a display."""
+    import os
+
+    import AgentRun
+
+    cwd = str(tmp_path / "run")
+    AgentRun.train_and_evaluate(Arguments(agent="AgentPPO", env="Pendulum-v1", cwd=cwd, eval_gap=0, break_step=2048,
+                                          if_multiprocess=False))
+    torch.manual_seed(0)
+    explored = AgentRun.main([f"replay={cwd}", "episodes=3", "deterministic=False", "render=none"])
+    assert explored["gif"] is None and explored["frames"] == 0 and not os.path.exists(os.path.join(cwd, "replay.gif"))
+    deterministic = AgentRun.replay(cwd, episodes=3, render="none")
+    assert explored["avg_return"] != deterministic["avg_return"]  # the same envs and seeds, other actions
+    assert deterministic["avg_return"] == AgentRun.replay(cwd, episodes=3, render="none")["avg_return"]  # it repeats
+    with pytest.raises(ValueError, match=r"replay= takes no other key=value than episodes=, deterministic=, render="):
+        AgentRun.main([f"replay={cwd}", "seed=1"])
+    with pytest.raises(ValueError, match=r"render='window' is not accepted: one of gif, human, none"):
+        AgentRun.main([f"replay={cwd}", "render=window"])
+    with pytest.raises(ValueError, match=r"episodes=0 is not accepted"):
+        AgentRun.replay(cwd, episodes=0)
+    if not os.environ.get("DISPLAY"):
+        with pytest.raises(ValueError, match=r"render='human' needs a display"):
+            AgentRun.replay(cwd, render="human")
