@@ -947,16 +947,18 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
                                f"{type(env).__name__}")
     env_name, spec = env_name_of(env), env.spec
     goal_dim = 0
-    if isinstance(env.observation_space, gym.spaces.Dict):
+    if isinstance(env.observation_space, gym.spaces.Dict) and set(env.observation_space.spaces) == set(GoalObservation.keys):
         env = GoalObservation(env, if_record_ends)
         goal_dim = env.goal_dim
+    elif isinstance(env.observation_space, FLATTENED_SPACES):
+        env = flat_observations(env, env_name)
 
     obs_space = env.observation_space
     num_agents = len(getattr(env.unwrapped, "possible_agents", [None]))  # a MultiAgentEnv's team, side by side
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
-                           f"Box observations of shape (state_dim,), or a goal env's Dict (images, other Dicts, Tuple "
-                           f"and Discrete are not)")
+                           f"Box observations of shape (state_dim,), Dict, Tuple and Discrete ones of Box and Discrete "
+                           f"parts (flattened), or a goal env's Dict (images are not)")
     env, if_discrete, action_dim = agent_actions(env, env_name, num_agents)
     if not has_time_limit(env):
         raise RefusedError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
@@ -966,6 +968,25 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
     return env, EnvInfo(env_name, obs_space.shape[0] // num_agents, action_dim, if_discrete, float(threshold), goal_dim,
                         hasattr(env.unwrapped, "possible_agents"), num_agents)
+
+
+# observation spaces made flat Box ones by gymnasium's flatten utilities (Discrete parts one-hot)
+FLATTENED_SPACES = (gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+
+
+def flat_observations(env: gym.Env, env_name: str) -> gym.Env:
+    """A Dict, Tuple or Discrete observation of Box and Discrete parts as one flat Box (gymnasium's FlattenObservation:
+    the parts side by side, a Discrete one one-hot); other parts (text, graphs, sequences) refused."""
+    def parts(space):
+        children = space.spaces.values() if isinstance(space, gym.spaces.Dict) else \
+            space.spaces if isinstance(space, gym.spaces.Tuple) else None
+        return [space] if children is None else [leaf for child in children for leaf in parts(child)]
+    leaves = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+    other = [leaf for leaf in parts(env.observation_space) if not isinstance(leaf, leaves)]
+    if other:
+        raise RefusedError(f"{env_name}: observation space {env.observation_space} is not supported: its parts {other} "
+                           f"cannot be flattened; the agents take Box, Discrete, MultiDiscrete and MultiBinary parts")
+    return gym.wrappers.FlattenObservation(env)
 
 
 def agent_actions(env: gym.Env, env_name: str, num_agents: int) -> tuple[gym.Env, bool, int]:

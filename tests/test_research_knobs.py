@@ -184,3 +184,45 @@ def test_replay_takes_episodes_the_exploring_policy_and_no_gif(tmp_path):
     if not os.environ.get("DISPLAY"):
         with pytest.raises(ValueError, match=r"render='human' needs a display"):
             AgentRun.replay(cwd, render="human")
+
+
+class PartsEnv(gym.Env):
+    """Observations of a Box and a Discrete part, whose action 1 pays 1 when the Discrete part is 2."""
+
+    def __init__(self, observation_space):
+        self.observation_space, self.action_space = observation_space, gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.sample = self.observation_space.sample()
+        return self.sample, {}
+
+    def step(self, action):
+        return self.sample, 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("observation_space, flat, one_hot", [
+    (gym.spaces.Dict({"position": gym.spaces.Box(-1, 1, (2,)), "door": gym.spaces.Discrete(3)}), 5, slice(0, 3)),
+    (gym.spaces.Tuple((gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3, start=1))), 5, slice(2, 5)),
+    (gym.spaces.Discrete(4), 4, slice(0, 4)),
+    (gym.spaces.Dict({"inner": gym.spaces.Tuple((gym.spaces.MultiBinary(2), gym.spaces.Discrete(2)))}), 4, slice(2, 4)),
+])
+def test_dict_tuple_and_discrete_observations_are_flattened_with_one_hot_parts(observation_space, flat, one_hot):
+    """gymnasium's flatten: parts side by side (a Dict's in the order of its sorted keys), a Discrete part one-hot."""
+    from AgentRun import build_env
+
+    env, env_info = build_env(gym.wrappers.TimeLimit(PartsEnv(observation_space), max_episode_steps=5))
+    assert env_info.state_dim == flat and env.observation_space.shape == (flat,)
+    state = env.reset(seed=0)[0]
+    np.testing.assert_array_equal(state, gym.spaces.flatten(observation_space, env.unwrapped.sample))
+    assert state[one_hot].sum() == 1 and set(np.unique(state[one_hot])) <= {0, 1}
+
+
+def test_a_dqn_trains_on_a_dict_observation_from_the_command_line(tmp_path):
+    from AgentRun import train_and_evaluate
+
+    env = gym.wrappers.TimeLimit(PartsEnv(gym.spaces.Dict({"position": gym.spaces.Box(-1, 1, (2,)),
+                                                           "door": gym.spaces.Discrete(3)})), max_episode_steps=5)
+    result = train_and_evaluate(Arguments(agent="AgentDQN", env=env, cwd=str(tmp_path / "run"), break_step=1024,
+                                          random_steps=256, eval_gap=0, target_return=1e9))
+    assert result["step"] == 1024
