@@ -650,7 +650,7 @@ class Evaluator:
             self.plotted_rows = len(self.history)
         recorder_path, actor_path = os.path.join(self.cwd, "recorder.csv"), os.path.join(self.cwd, "actor.pt")
         if self.history:
-            columns = [name for name in self.history[0] if name not in ("avg_length", "episodes")]  # plot-only
+            columns = [name for name in self.history[0] if name != "episodes"]  # plot-only
             with open(recorder_path + ".tmp", "w", newline="") as f:
                 csv.writer(f).writerows([columns] + [[row[name] for name in columns] for row in self.history])
             os.replace(recorder_path + ".tmp", recorder_path)
@@ -684,7 +684,8 @@ class Evaluator:
             save_atomically(self.best_actor, os.path.join(self.cwd, "actor.pt"))
 
         row = {"step": step, "seconds": time.time() - self.start_time, "avg_return": avg_return,
-               "std_return": std_return, "explore_return": explore_return}
+               "std_return": std_return, "explore_return": explore_return, "min_return": float(np.min(returns)),
+               "max_return": float(np.max(returns)), "avg_length": float(np.mean(lengths))}
         if not np.isnan(successes).all():  # a goal env: the share of episodes that ended at their goal
             row["success_rate"] = float(np.mean(successes))
         row |= stats
@@ -698,9 +699,9 @@ class Evaluator:
             csv.writer(f).writerow(row.values())
         print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:])
               + (f"  {self.progress(step, row['seconds'])}" if self.limits is not None else ""))
-        self.history.append(row | {"avg_length": float(np.mean(lengths)), "episodes": episodes})
+        self.history.append(row | {"episodes": episodes})
         if self.writer is not None:
-            for name, value in list(row.items())[1:] + [("avg_length", self.history[-1]["avg_length"])]:
+            for name, value in list(row.items())[1:]:
                 self.writer.add_scalar(name, value, step)
             self.writer.flush()
         if time.time() - self.last_plot_time >= self.plot_gap:

@@ -889,6 +889,10 @@ class AgentDQN(AgentOffPolicy):
         """Greedy in the Q-values, in eval mode where it has noisy layers (at their mean), as select_action."""
         return Greedy(self.cri)
 
+    def extra_stats(self) -> dict[str, float]:
+        """epsilon, the chance of a random action while exploring (0 with noisy layers)."""
+        return {"epsilon": self.explore_rate}
+
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (self.cri(state).gather(1, action).squeeze(1),)  # Q(s, a) of the actions taken, (B,)
 
@@ -1373,16 +1377,16 @@ class AgentPPO(AgentA2C):
     @torch.no_grad()
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
                        ) -> dict[str, torch.Tensor]:
-        """clip_fraction: the share of samples whose ratio pi / pi_old lies outside [1 - ratio_clip, 1 + ratio_clip]
-        (at the round's first minibatch 0 where the learner's own policy acted: the ratio starts at 1); with target_kl,
-        approx_kl: KL(pi_old || pi) estimated as the mean of (ratio - 1) - log ratio, unbiased and never negative
-        (Schulman's k3; SB3's approx_kl)."""
-        log_ratio = self.act.get_log_prob_entropy(state, action)[0] - old_log_prob
+        """What the field reads to debug PPO, from one forward of the policy before each actor step: clip_fraction,
+        the share of samples whose ratio pi / pi_old lies outside [1 - ratio_clip, 1 + ratio_clip] (at the round's first
+        minibatch 0 where the learner's own policy acted: the ratio starts at 1); approx_kl, KL(pi_old || pi) estimated
+        as the mean of (ratio - 1) - log ratio, unbiased and never negative (Schulman's k3; SB3's approx_kl), which
+        target_kl compares; entropy, the policy's mean entropy."""
+        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
+        log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
-        stats = {"clip_fraction": ((ratio - 1).abs() > self.ratio_clip).float().mean()}
-        if self.target_kl is not None:
-            stats["approx_kl"] = ((ratio - 1) - log_ratio).mean()
-        return stats
+        return {"clip_fraction": ((ratio - 1).abs() > self.ratio_clip).float().mean(),
+                "approx_kl": ((ratio - 1) - log_ratio).mean(), "entropy": entropy.mean()}
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""

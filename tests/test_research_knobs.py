@@ -37,10 +37,10 @@ def test_target_kl_stops_the_rounds_epochs_once_the_kl_passes_it():
     assert actor_steps(unbounded) == 32 and stats["epochs_done"] == 4 and stats["approx_kl"] > 0
 
 
-def test_without_target_kl_ppo_takes_every_epoch_and_reports_no_kl():
+def test_without_target_kl_ppo_takes_every_epoch_and_still_reports_the_kl():
     agent = AgentPPO(32, 3, 1, device="cpu")
     stats = agent.update_net(pendulum_rollout(agent), batch_size=16, repeat_times=4)
-    assert actor_steps(agent) == 32 and "approx_kl" not in stats and "epochs_done" not in stats
+    assert actor_steps(agent) == 32 and stats["approx_kl"] > 0 and "epochs_done" not in stats
 
 
 def filled_buffer(state_dim: int, action_dim: int, if_discrete: bool, size: int = 256) -> ReplayBuffer:
@@ -226,3 +226,31 @@ def test_a_dqn_trains_on_a_dict_observation_from_the_command_line(tmp_path):
     result = train_and_evaluate(Arguments(agent="AgentDQN", env=env, cwd=str(tmp_path / "run"), break_step=1024,
                                           random_steps=256, eval_gap=0, target_return=1e9))
     assert result["step"] == 1024
+
+
+@pytest.mark.parametrize("agent, env, extra, columns", [
+    ("AgentDQN", "CartPole-v1", dict(break_step=1500, random_steps=1000), ["epsilon"]),
+    ("AgentSAC", "Pendulum-v1", dict(break_step=1200, random_steps=1000), ["alpha"]),
+    ("AgentPPO", "Pendulum-v1", dict(break_step=4096), ["approx_kl", "approx_kl_start", "entropy", "entropy_start",
+                                                         "clip_fraction", "clip_fraction_start"]),
+])
+def test_recorder_rows_hold_what_the_field_reads_to_debug_a_run(agent, env, extra, columns, tmp_path):
+    """Every row: the evaluation's min, max and mean episode length beside its mean; each family's own diagnostics
+    (epsilon, alpha; PPO's approximate KL, clip fraction and entropy at the round's first minibatch and over it)."""
+    import csv
+
+    from AgentRun import train_and_evaluate
+
+    cwd = tmp_path / "run"
+    train_and_evaluate(Arguments(agent=agent, env=env, cwd=str(cwd), eval_gap=0, target_return=1e9,
+                                 if_multiprocess=False, **extra))
+    rows = list(csv.DictReader(open(cwd / "recorder.csv")))
+    assert rows
+    for row in rows:
+        values = {name: float(value) for name, value in row.items()}
+        assert all(np.isfinite(values[name]) for name in ["min_return", "max_return", "avg_length", *columns])
+        assert values["min_return"] <= values["avg_return"] <= values["max_return"] and values["avg_length"] > 0
+    if agent == "AgentPPO":
+        assert float(rows[0]["approx_kl_start"]) == pytest.approx(0, abs=1e-6) and float(rows[-1]["entropy"]) > 0
+    if agent == "AgentDQN":
+        assert float(rows[-1]["epsilon"]) == 0.1
