@@ -162,10 +162,11 @@ def test_a2c_shares_ppo_code():
     assert "update_net" not in vars(AgentDiscreteA2C)  # A2C's: one step on the whole rollout, the loop PPO inherits
     assert set(vars(AgentDiscreteA2C)) <= {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__",
                                            "hyper_defaults"}
-    # A2C's hyperparameters (no ratio to clip) with the categorical policy's entropy bonus
+    # A2C's hyperparameters (no ratio to clip, no epochs for target_kl to stop) with the categorical policy's entropy bonus
     assert AgentDiscreteA2C.hyper_defaults == {name: value for name, value in AgentDiscretePPO.hyper_defaults.items()
-                                               if name != "ratio_clip"}
+                                               if name not in ("ratio_clip", "target_kl")}
     assert AgentDiscreteA2C.hyper_defaults["entropy_coef"] > 0 and "ratio_clip" not in AgentA2C.hyper_defaults
+    assert "target_kl" not in AgentA2C.hyper_defaults
     assert AgentDiscreteA2C.act_class is ActorDiscretePPO and AgentDiscreteA2C.if_discrete
     assert AgentDiscreteA2C.get_obj_actor is AgentA2C.get_obj_actor
     assert "repeat_times" not in AgentA2C.train_defaults and "batch_size" not in AgentA2C.train_defaults  # one step
