@@ -1195,6 +1195,7 @@ class AgentOnPolicy(AgentBase):
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
     target_kl = None  # PPO's early stop of a round's epochs (update_minibatches); a hyperparameter of the PPO family
+    explained_variance = math.nan  # of the last rollout's returns by the critic (get_rollout_batch)
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.act.convert_action_for_env(self.act.get_action_log_prob(state)[0])
@@ -1233,6 +1234,9 @@ class AgentOnPolicy(AgentBase):
         of an on-policy agent waits for the weights trained on its last rollout (AgentRun.explorer_process)."""
         values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
         advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
+        # how much of the returns' variance the critic explained before this round's steps (1: all, 0: no more than
+        # their mean would); one reduction a round
+        self.explained_variance = (1 - (returns - values).var() / returns.var().clamp(min=1e-8)).item()
         states, actions = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)  # (T * N, ...)
         log_probs = buffer.log_probs.flatten(0, 1)
         returns, advantages = returns.flatten(0, 1), advantages.flatten(0, 1)  # (T * N,), a team's (T * N, num_agents)
@@ -1247,8 +1251,10 @@ class AgentOnPolicy(AgentBase):
         return self.criterion(self.cri(state), ret)
 
     def extra_stats(self) -> dict[str, float]:
-        """The Gaussian's learned std; a categorical policy has none."""
-        return {} if self.if_discrete else {"action_std": self.act.log_std.exp().mean().item()}
+        """The critic's explained variance of the last rollout's returns (get_rollout_batch); the Gaussian's learned std
+        (a categorical policy has none)."""
+        stats = {} if math.isnan(self.explained_variance) else {"explained_variance": self.explained_variance}
+        return stats | ({} if self.if_discrete else {"action_std": self.act.log_std.exp().mean().item()})
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) plus the entropy bonus, negated, pi_old the policy that

@@ -182,7 +182,7 @@ def test_update_net_on_a_rollout():
     before = [p.clone() for p in agent.act.parameters()]
     stats = agent.update_net(buffer, batch_size=16, repeat_times=2)
     assert set(stats) == {"obj_critic", "obj_actor", "clip_fraction_start", "clip_fraction", "approx_kl_start", "approx_kl",
-                          "entropy_start", "entropy", "action_std"}
+                          "entropy_start", "entropy", "explained_variance", "action_std"}
     assert agent.act_optimizer.state_dict()["state"][0]["step"] == 8  # 2 epochs x 4 minibatches
     assert any(not torch.equal(p, q) for p, q in zip(agent.act.parameters(), before))
 

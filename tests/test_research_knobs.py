@@ -232,11 +232,13 @@ def test_a_dqn_trains_on_a_dict_observation_from_the_command_line(tmp_path):
     ("AgentDQN", "CartPole-v1", dict(break_step=1500, random_steps=1000), ["epsilon"]),
     ("AgentSAC", "Pendulum-v1", dict(break_step=1200, random_steps=1000), ["alpha"]),
     ("AgentPPO", "Pendulum-v1", dict(break_step=4096), ["approx_kl", "approx_kl_start", "entropy", "entropy_start",
-                                                         "clip_fraction", "clip_fraction_start"]),
+                                                         "clip_fraction", "clip_fraction_start", "explained_variance"]),
+    ("AgentTRPO", "Pendulum-v1", dict(break_step=4096), ["explained_variance"]),
 ])
 def test_recorder_rows_hold_what_the_field_reads_to_debug_a_run(agent, env, extra, columns, tmp_path):
     """Every row: the evaluation's min, max and mean episode length beside its mean; each family's own diagnostics
-    (epsilon, alpha; PPO's approximate KL, clip fraction and entropy at the round's first minibatch and over it)."""
+    (epsilon, alpha; PPO's approximate KL, clip fraction and entropy at the round's first minibatch and over it; the
+    on-policy critic's explained variance)."""
     import csv
 
     from AgentRun import train_and_evaluate
@@ -252,5 +254,7 @@ def test_recorder_rows_hold_what_the_field_reads_to_debug_a_run(agent, env, extr
         assert values["min_return"] <= values["avg_return"] <= values["max_return"] and values["avg_length"] > 0
     if agent == "AgentPPO":
         assert float(rows[0]["approx_kl_start"]) == pytest.approx(0, abs=1e-6) and float(rows[-1]["entropy"]) > 0
+    if agent in ("AgentPPO", "AgentTRPO"):  # at most 1; a critic that learns explains more of the returns than at first
+        assert all(float(row["explained_variance"]) <= 1 for row in rows)
     if agent == "AgentDQN":
         assert float(rows[-1]["epsilon"]) == 0.1
