@@ -2220,46 +2220,91 @@ def group_runs(runs: list[tuple[dict, typing.Any]]) -> dict[str, list]:
     return groups
 
 
-def plot_runs(dirs: list[str]) -> str:
-    """One PNG comparing every run found under dirs (a directory with config.json and recorder.csv): evaluation
-    mean return against environment steps (left) and seconds (right), one colour per config (the settings, seed
-    aside; group_runs), the median over its seeds as a line and their spread (min to max) as a band, each env's
-    target dashed. Each seed's curve is interpolated onto a common axis within the range it covers. Written as
-    <dirs[0]>/comparison.png; returns the path."""
+PLOT_OPTIONS = {"value": (str,), "x": (str,), "smooth": (int,), "select": (str,), "exclude": (str,), "labels": (str,),
+                "stat": (str,)}  # plot='s key=value, typed
+PLOT_STATS = {"median": "median over seeds, band from min to max",
+              "iqm": "interquartile mean over seeds, band its 95% stratified-bootstrap interval"}
+
+
+def find_runs(dirs: list[str], select: str | None = None, exclude: str | None = None) -> list[tuple[dict, list, str]]:
+    """(config.json, recorder rows, path) of every run under dirs (a directory with both, at least one row) whose path
+    holds `select` and not `exclude` (substrings; None: any)."""
     runs = []
     for top in dirs:
         for path, _dirs, files in sorted(os.walk(top)):
-            if "config.json" in files and "recorder.csv" in files:
+            if "config.json" in files and "recorder.csv" in files and (select is None or select in path) \
+                    and (exclude is None or exclude not in path):
                 with open(os.path.join(path, "config.json")) as f:
                     config = json.load(f)
-                rows = read_recorder(path)
-                if rows:
-                    runs.append((config, rows))
+                if rows := read_recorder(path):
+                    runs.append((config, rows, path))
     if not runs:
-        raise RefusedError(f"plot= found no runs under {', '.join(dirs)}: a run is a directory with config.json and a "
-                           f"recorder.csv of at least one evaluation (a cwd of python AgentRun.py, or a grid's directory)")
-    groups = group_runs(runs)
-    fig = Figure(figsize=(12, 5))
-    axes = fig.subplots(1, 2, sharey=True)
-    colours = [f"C{i % 10}" for i in range(len(groups))]
-    for ax, x_name in zip(axes, ("step", "seconds"), strict=True):
-        for colour, (label, members) in zip(colours, groups.items(), strict=True):
-            end = max(rows[-1][x_name] for _, rows in members)
-            x = np.linspace(0, end, 200)
-            curves = np.array([np.interp(x, [row[x_name] for row in rows], [row["avg_return"] for row in rows],
-                                         left=np.nan, right=np.nan) for _, rows in members])  # (seeds, 200)
-            with warnings.catch_warnings():  # an x where no seed has data yet: an all-NaN column
-                warnings.simplefilter("ignore", RuntimeWarning)
-                median, low, high = np.nanmedian(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
-            ax.plot(x, median, color=colour, label=f"{label} ({len(members)} seeds)")
-            ax.fill_between(x, low, high, color=colour, alpha=0.2)
-        for target in sorted({config["target_return"] for config, _ in runs}):
+        raise RefusedError(f"plot= found no runs under {', '.join(dirs)}" + (f" selected by {select!r}" if select else "")
+                           + (f" without {exclude!r}" if exclude else "") + ": a run is a directory with config.json and "
+                           "a recorder.csv of at least one evaluation (a cwd of python AgentRun.py, or a grid's directory)")
+    return runs
+
+
+def interquartile_mean(values: np.ndarray) -> np.ndarray:
+    """The mean of the middle half along axis 0, a quarter cut from each end (scipy's trim_mean(values, 0.25), the
+    IQM of Agarwal et al., NeurIPS 2021)."""
+    cut = int(0.25 * len(values))
+    return np.sort(values, axis=0)[cut:len(values) - cut].mean(axis=0)
+
+
+def seed_curves(members: list, x_name: str, value: str, smooth: int, stat: str, repeats: int = 2000
+                ) -> tuple[np.ndarray, ...]:
+    """x (200 points) and the centre, low and high curves of one config's seeds: each seed's `value` (a moving average of
+    `smooth` rows) interpolated onto x within the range it covers; stat "median" with min and max, or "iqm" with its 95%
+    interval from `repeats` bootstrap resamples of the seeds (rliable's stratified bootstrap for one task, here in
+    numpy; x then spans only where every seed has a value, so that every resample has all of them)."""
+    starts, ends = [rows[min(smooth, len(rows)) - 1][x_name] for _, rows in members], [rows[-1][x_name] for _, rows in members]
+    x = np.linspace(0, max(ends), 200) if stat == "median" else np.linspace(max(starts), min(ends), 200)
+    kernel = np.ones(smooth) / smooth
+    curves = np.array([np.interp(x, [row[x_name] for row in rows][smooth - 1:],
+                                 np.convolve([row.get(value, math.nan) for row in rows], kernel, "valid"),
+                                 left=np.nan, right=np.nan) for _, rows in members])  # (seeds, 200)
+    if stat == "iqm":
+        resamples = curves[np.random.default_rng(0).integers(len(curves), size=(repeats, len(curves)))]
+        boot = np.array([interquartile_mean(sample) for sample in resamples])  # (repeats, 200)
+        return x, interquartile_mean(curves), *np.percentile(boot, [2.5, 97.5], axis=0)
+    with warnings.catch_warnings():  # an x where no seed has data yet: an all-NaN column
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return x, np.nanmedian(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
+
+
+def plot_runs(dirs: list[str], value: str = "avg_return", x: str = "both", smooth: int = 1, select: str | None = None,
+              exclude: str | None = None, labels: str | None = None, stat: str = "median") -> str:
+    """One PNG comparing every run found under dirs (find_runs; select and exclude by path substrings): a recorder
+    column (`value`, the evaluation mean return by default) against environment steps and seconds (x="both") or one of
+    them, one colour per config (the settings, seed aside; group_runs), named by `labels` (a comma list, in the legend's
+    order) where given, each seed smoothed over `smooth` rows; the centre and band of its seeds (seed_curves: stat
+    "median" or "iqm"); the targets dashed where the value is the return. Written as <dirs[0]>/comparison.png."""
+    if x not in ("both", "step", "seconds") or stat not in PLOT_STATS or smooth < 1:
+        raise RefusedError(f"plot= takes x=both|step|seconds, stat={'|'.join(PLOT_STATS)} and smooth= an integer > 0; "
+                           f"got x={x!r}, stat={stat!r}, smooth={smooth}")
+    runs = find_runs(dirs, select, exclude)
+    if all(value not in rows[0] for _, rows, _ in runs):
+        raise RefusedError(f"value={value!r} is no recorder.csv column of these runs; they have {', '.join(runs[0][1][0])}")
+    groups = group_runs([(config, rows) for config, rows, _ in runs])
+    names = labels.split(",") if labels else list(groups)
+    if len(names) != len(groups):
+        raise RefusedError(f"labels= names {len(names)} configs, but the runs make {len(groups)}: {', '.join(groups)}")
+    x_names = ("step", "seconds") if x == "both" else (x,)
+    fig = Figure(figsize=(6 * len(x_names), 5))
+    axes = np.atleast_1d(fig.subplots(1, len(x_names), sharey=True))
+    for ax, x_name in zip(axes, x_names, strict=True):
+        for i, (name, members) in enumerate(zip(names, groups.values(), strict=True)):
+            points, centre, low, high = seed_curves(members, x_name, value, smooth, stat)
+            ax.plot(points, centre, color=f"C{i % 10}", label=f"{name} ({len(members)} seeds)")
+            ax.fill_between(points, low, high, color=f"C{i % 10}", alpha=0.2)
+        for target in sorted({config["target_return"] for config, _, _ in runs}) if value == "avg_return" else ():
             ax.axhline(target, color="black", linestyle="--", linewidth=1)
         ax.set_xlabel("environment steps" if x_name == "step" else "seconds")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("evaluation mean return")
+    axes[0].set_ylabel("evaluation mean return" if value == "avg_return" else value)
     axes[0].legend(loc="lower right", fontsize=8)
-    fig.suptitle(f"{len(runs)} runs in {', '.join(dirs)}: median over seeds, band from min to max, target dashed")
+    fig.suptitle(f"{len(runs)} runs in {', '.join(dirs)}: {PLOT_STATS[stat]}")
     path = os.path.join(dirs[0], "comparison.png")
     fig.savefig(path, dpi=80)
     print(f"comparison of {len(runs)} runs in {path}")
@@ -2283,21 +2328,22 @@ def resume(cwd: str, **overrides) -> dict:
 
 def main(argv: list[str]) -> dict | list | str:
     """The command line: `replay=<cwd> [episodes=<n>] [deterministic=False] [render=gif|human|none]`, `export=<cwd>`
-    alone, `plot=<dir>[,<dir>...]` alone, `resume=<cwd> [key=value ...]`, `grid=<dir> [workers=<n>] [key=v1,v2,...
-    ...]` (run_grid), or `[key=value ...]` for run__demo()."""
+    alone, `plot=<dir>[,<dir>...] [value= x= smooth= select= exclude= labels= stat=]` (plot_runs),
+    `resume=<cwd> [key=value ...]`, `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (run_grid), or `[key=value ...]`
+    for run__demo()."""
     commands = [item for item in argv if item.startswith(("replay=", "export=", "resume=", "plot=", "grid="))]
     if len(commands) > 1:
         raise RefusedError(f"one of replay=, export=, resume=, plot= and grid= at a time, got {' '.join(commands)}")
     command, _, value = commands[0].partition("=") if commands else ("", "", "")
     rest = [item for item in argv if item not in commands]
-    if command in ("export", "plot") and rest:
-        raise RefusedError(f"{command}= takes no other key=value")
+    if command == "export" and rest:
+        raise RefusedError("export= takes no other key=value")
     if command == "replay":
         return replay(value, **parse_options(rest, REPLAY_OPTIONS, "replay="))
     if command == "export":
         return export(value)
     if command == "plot":
-        return plot_runs(value.split(","))
+        return plot_runs(value.split(","), **parse_options(rest, PLOT_OPTIONS, "plot="))
     if command == "resume":
         return resume(value, **parse_overrides(rest))
     workers = [item for item in rest if item.startswith("workers=")]

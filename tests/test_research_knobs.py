@@ -1,6 +1,7 @@
 """Issue 44's tools, each off or equal to the former behaviour by default: PPO's target_kl, SAC's fixed temperature, the
 actor's own learning rate, export=<cwd>, and the progress note of each printed row."""
 import json
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -258,3 +259,51 @@ def test_recorder_rows_hold_what_the_field_reads_to_debug_a_run(agent, env, extr
         assert all(float(row["explained_variance"]) <= 1 for row in rows)
     if agent == "AgentDQN":
         assert float(rows[-1]["epsilon"]) == 0.1
+
+
+def fake_run(path, seed: int, returns: list[float], lr: float = 1e-3):
+    """A run directory as plot= reads it: config.json and recorder.csv rows at steps 100, 200, ..."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"agent": "AgentSAC", "env": "Pendulum-v1", "seed": seed,
+                                                  "learning_rate": lr, "target_return": -200.0}))
+    lines = ["step,seconds,avg_return,alpha"] + [f"{100 * (i + 1)},{i + 1.0},{value},{0.1 * i}"
+                                                for i, value in enumerate(returns)]
+    (path / "recorder.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_the_interquartile_mean_cuts_a_quarter_from_each_end():
+    from AgentRun import interquartile_mean
+
+    assert interquartile_mean(np.array([1.0, 2.0, 3.0, 4.0, 100.0])) == 3.0  # 5 seeds: the middle three
+    assert interquartile_mean(np.array([1.0, 2.0, 3.0, 4.0])) == 2.5  # 4 seeds: the middle two
+
+
+def test_plot_options_select_smooth_and_summarise_the_seeds(tmp_path):
+    """plot= value=, x=, smooth=, select=, exclude=, labels=, stat=iqm: the curves seed_curves draws, by hand."""
+    import AgentRun
+
+    for seed in range(5):
+        fake_run(tmp_path / "runs" / f"a_{seed}", seed, [float(seed)] * 4)  # flat curves at 0 .. 4
+        fake_run(tmp_path / "runs" / f"b_{seed}", seed, [-10.0, -10.0, 10.0, 10.0], lr=3e-4)
+    runs = AgentRun.find_runs([str(tmp_path / "runs")], select="a_", exclude="a_4")
+    assert sorted(path[-3:] for _, _, path in runs) == ["a_0", "a_1", "a_2", "a_3"]
+    members = [(config, rows) for config, rows, _ in AgentRun.find_runs([str(tmp_path / "runs")], select="a_")]
+    x, centre, low, high = AgentRun.seed_curves(members, "step", "avg_return", 1, "iqm")
+    assert x[-1] == 400 and np.allclose(centre, 2.0)  # the middle three of 0 .. 4
+    assert np.all(low <= centre) and np.all(centre <= high) and np.all(low >= 0) and np.all(high <= 4)
+    b_members = [(config, rows) for config, rows, _ in AgentRun.find_runs([str(tmp_path / "runs")], select="b_")]
+    x, centre, _, _ = AgentRun.seed_curves(b_members, "step", "avg_return", 2, "median")
+    seen = ~np.isnan(centre)  # the median's x starts at 0, before the first smoothed row (step 200)
+    assert x[seen][0] >= 200 and centre[seen][0] == pytest.approx(-10.0, abs=0.5) and centre[-1] == 10.0
+    assert np.interp(300, x[seen], centre[seen]) == pytest.approx(0.0, abs=0.5)  # a moving average of two rows
+    path = AgentRun.main([f"plot={tmp_path / 'runs'}", "value=alpha", "x=seconds", "smooth=2", "stat=iqm",
+                          "labels=slow,fast"])
+    assert os.path.isfile(path)
+    with pytest.raises(ValueError, match=r"labels= names 1 configs, but the runs make 2"):
+        AgentRun.plot_runs([str(tmp_path / "runs")], labels="one")
+    with pytest.raises(ValueError, match=r"value='obj_critic' is no recorder.csv column of these runs"):
+        AgentRun.plot_runs([str(tmp_path / "runs")], value="obj_critic")
+    with pytest.raises(ValueError, match=r"plot= takes x=both\|step\|seconds"):
+        AgentRun.plot_runs([str(tmp_path / "runs")], stat="mean")
+    with pytest.raises(ValueError, match=r"plot= found no runs under .* selected by 'c_'"):
+        AgentRun.plot_runs([str(tmp_path / "runs")], select="c_")
