@@ -602,6 +602,10 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
     return RolloutBuffer(device)
 
 
+# what the plot's bottom panel draws, of the columns a run's rows hold: each family's diagnostics
+DIAGNOSTICS = ("alpha", "epsilon", "action_std", "entropy", "approx_kl", "clip_fraction", "explained_variance")
+
+
 class Evaluator:
     """Runs the deterministic policy for one episode in each of its eval envs side by side, prints one fixed-width
     row per evaluation, appends the row to recorder.csv, saves actor.pt whenever the evaluation mean improves,
@@ -716,14 +720,18 @@ class Evaluator:
 
     def plot(self):
         """The learning curve as plot_<Episode>E_<Step>T_<Sec>s.png, replacing the previous one: exploration
-        return (blue), evaluation mean and std (red), episode length (grey area); objectives (green) below."""
+        return (blue), evaluation mean and std (red), episode length (grey area); objectives (green) below; the agent
+        family's diagnostics (DIAGNOSTICS) at the bottom, on a symmetric log scale."""
         history = self.history
         steps = np.array([row["step"] for row in history])
         column = lambda name: np.array([row.get(name, math.nan) for row in history], dtype=float)
         avg_return, std_return = column("avg_return"), column("std_return")
+        diagnostics = [name for name in DIAGNOSTICS if name in history[-1]]
 
-        fig = Figure(figsize=(8, 6))
-        ax_return, ax_objective = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+        fig = Figure(figsize=(8, 8 if diagnostics else 6))
+        panels = 2 + bool(diagnostics)
+        axes = fig.subplots(panels, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1, 1][:panels]})
+        ax_return, ax_objective = axes[:2]
         ax_length = ax_return.twinx()
         ax_length.fill_between(steps, 0, column("avg_length"), color="grey", alpha=0.2)
         ax_length.set_ylabel("evaluation episode length", color="grey")
@@ -741,7 +749,13 @@ class Evaluator:
             ax_actor = ax_objective.twinx()
             ax_actor.plot(steps, column("obj_actor"), color="darkgreen", linestyle="--", label="obj_actor")
             ax_actor.set_ylabel("obj_actor (dashed)", color="darkgreen")
-        ax_objective.set_xlabel("environment steps")
+        for name in diagnostics:
+            axes[2].plot(steps, column(name), label=name)
+        if diagnostics:
+            axes[2].set_yscale("symlog", linthresh=1e-3)
+            axes[2].legend(loc="upper left", fontsize=7)
+            axes[2].grid(alpha=0.3)
+        axes[-1].set_xlabel("environment steps")
         seconds, episodes = history[-1]["seconds"], history[-1]["episodes"]
         fig.suptitle(f"{self.title}: {episodes} episodes, {steps[-1]} steps, {int(seconds)} s")
 
