@@ -1,6 +1,7 @@
 """Networks: building blocks, Q-networks for discrete actions, actors and critics for continuous ones.
 
-Every network takes `net_dim` (hidden width), `state_dim` and `action_dim`; states are float32
+Every network takes `net_dim` (hidden width: two layers of it with ReLU, or a NetShape of widths and an activation),
+`state_dim` and `action_dim`; states are float32
 tensors of shape (batch, state_dim). Continuous actions live in [-1, 1]. Every network passes its states
 through `state_norm` first: nn.Identity, or a StateNorm where the agent standardises states.
 """
@@ -43,15 +44,45 @@ class NoisyLinear(nn.Linear):
         return nn.functional.linear(x, weight, torch.addcmul(self.bias, self.bias_sigma, noise_out))
 
 
-def build_mlp(dims: list[int], output_std: float = 1.0, if_noisy: bool = False) -> nn.Sequential:
-    """Linear-ReLU-...-Linear over dims = [input, hidden, ..., output]; no activation after the last layer.
+class NetShape:
+    """The hidden layers of every MLP of an agent, given where a network takes net_dim: their widths, input side first
+    (Spinning Up's (64, 32), the TD3 paper's (400, 300)), and the activation after each (one of `activations`). An int
+    net_dim is NetShape((net_dim, net_dim), "relu")."""
+
+    activations = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
+
+    def __init__(self, widths: tuple[int, ...], activation: str = "relu"):
+        self.widths, self.activation = tuple(widths), activation
+
+    def __repr__(self) -> str:
+        return f"NetShape({self.widths}, {self.activation!r})"
+
+
+def net_shape(net_dim: "int | NetShape") -> NetShape:
+    return net_dim if isinstance(net_dim, NetShape) else NetShape((net_dim, net_dim))
+
+
+def build_mlp(dims: list[int], output_std: float = 1.0, if_noisy: bool = False, activation: str = "relu"
+              ) -> nn.Sequential:
+    """Linear-activation-...-Linear over dims = [input, hidden, ..., output]; no activation after the last layer.
     if_noisy: the layers after the first are NoisyLinear (as Rainbow's noisy streams follow a plain feature layer)."""
     layers = []
     for i, (dim_in, dim_out) in enumerate(zip(dims[:-1], dims[1:])):
         std = output_std if i == len(dims) - 2 else math.sqrt(2)
         layers += [NoisyLinear(dim_in, dim_out) if if_noisy and i > 0 else
-                   layer_init_orthogonal(nn.Linear(dim_in, dim_out), std=std), nn.ReLU()]
+                   layer_init_orthogonal(nn.Linear(dim_in, dim_out), std=std), NetShape.activations[activation]()]
     return nn.Sequential(*layers[:-1])
+
+
+def mlp(net_dim: "int | NetShape", dim_in: int, dim_out: int | None, output_std: float = 1.0, if_noisy: bool = False
+        ) -> nn.Sequential:
+    """build_mlp over [dim_in, *the hidden widths, dim_out] of net_dim's shape; dim_out None: a trunk that ends with the
+    activation, its features net_shape(net_dim).widths[-1] wide."""
+    shape = net_shape(net_dim)
+    if dim_out is None:
+        return nn.Sequential(build_mlp([dim_in, *shape.widths], if_noisy=if_noisy, activation=shape.activation),
+                             NetShape.activations[shape.activation]())
+    return build_mlp([dim_in, *shape.widths, dim_out], output_std, if_noisy, shape.activation)
 
 
 class StateNorm(nn.Module):
@@ -108,7 +139,7 @@ class QNet(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim * num_atoms], output_std=0.1, if_noisy=if_noisy)
+        self.net = mlp(net_dim, state_dim, action_dim * num_atoms, output_std=0.1, if_noisy=if_noisy)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.state_norm(state))  # (batch, action_dim * num_atoms)
@@ -121,9 +152,9 @@ class QNetDuel(QNet):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         nn.Module.__init__(self)
         self.state_norm = nn.Identity()
-        self.net = nn.Sequential(build_mlp([state_dim, net_dim, net_dim], if_noisy=if_noisy), nn.ReLU())
-        self.value, self.advantage = (NoisyLinear(net_dim, dim) if if_noisy else
-                                      layer_init_orthogonal(nn.Linear(net_dim, dim), std=0.1)
+        self.net, width = mlp(net_dim, state_dim, None, if_noisy=if_noisy), net_shape(net_dim).widths[-1]
+        self.value, self.advantage = (NoisyLinear(width, dim) if if_noisy else
+                                      layer_init_orthogonal(nn.Linear(width, dim), std=0.1)
                                       for dim in (num_atoms, action_dim * num_atoms))
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
@@ -186,7 +217,7 @@ class Actor(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.1)
+        self.net = mlp(net_dim, state_dim, action_dim, output_std=0.1)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.state_norm(state)).tanh()  # (batch, action_dim), in [-1, 1]
@@ -207,7 +238,7 @@ class ActorSAC(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim * 2], output_std=0.1)
+        self.net = mlp(net_dim, state_dim, action_dim * 2, output_std=0.1)
 
     def get_mean_log_std(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.net(self.state_norm(state)).chunk(2, dim=-1)  # (batch, action_dim) each
@@ -244,7 +275,7 @@ class Critic(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = build_mlp([state_dim + action_dim, net_dim, net_dim, 1])
+        self.net = mlp(net_dim, state_dim + action_dim, 1)
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.net(torch.cat((self.state_norm(state), action), dim=1)).squeeze(1)  # (batch,)
@@ -276,8 +307,8 @@ class CriticTwinShared(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = nn.Sequential(build_mlp([state_dim + action_dim, net_dim, net_dim]), nn.ReLU())
-        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(net_dim, 1), std=0.1) for _ in range(2))
+        self.net = mlp(net_dim, state_dim + action_dim, None)
+        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(net_shape(net_dim).widths[-1], 1), std=0.1) for _ in range(2))
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.get_q_heads(state, action)[0]  # (batch,)
@@ -295,10 +326,12 @@ class CriticTwinEncoded(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        # states -> (batch, net_dim), initialised and keyed as the first two modules of ActorSAC's net
-        self.encoder = nn.Sequential(layer_init_orthogonal(nn.Linear(state_dim, net_dim)), nn.ReLU())
-        self.net = nn.Sequential(build_mlp([net_dim + action_dim, net_dim]), nn.ReLU())
-        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(net_dim, 1), std=0.1) for _ in range(2))
+        # states -> (batch, widths[0]), initialised and keyed as the first two modules of ActorSAC's net
+        widths, activation = net_shape(net_dim).widths, net_shape(net_dim).activation
+        self.encoder = nn.Sequential(layer_init_orthogonal(nn.Linear(state_dim, widths[0])), NetShape.activations[activation]())
+        self.net = nn.Sequential(build_mlp([widths[0] + action_dim, *(widths[1:] or widths)], activation=activation),
+                                 NetShape.activations[activation]())
+        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(widths[-1], 1), std=0.1) for _ in range(2))
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.get_q_heads(state, action)[0]  # (batch,)
@@ -320,7 +353,7 @@ class ActorPPO(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.01)
+        self.net = mlp(net_dim, state_dim, action_dim, output_std=0.01)
         self.log_std = nn.Parameter(torch.full((action_dim,), -0.5))  # std 0.6 at the start
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
@@ -364,7 +397,7 @@ class ActorDiscretePPO(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.01)
+        self.net = mlp(net_dim, state_dim, action_dim, output_std=0.01)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """The most likely action, (batch,)."""
@@ -406,7 +439,7 @@ class CriticValue(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, _action_dim: int = 0):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = build_mlp([state_dim, net_dim, net_dim, 1])
+        self.net = mlp(net_dim, state_dim, 1)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.state_norm(state)).squeeze(-1)  # (batch,)
@@ -526,7 +559,7 @@ class TeamActorDiscrete(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__()
-        self.nets = nn.ModuleList(build_mlp([state_dim, net_dim, net_dim, action_dim], output_std=0.1)
+        self.nets = nn.ModuleList(mlp(net_dim, state_dim, action_dim, output_std=0.1)
                                   for _ in range(num_agents))
 
     def get_logits(self, state: torch.Tensor) -> torch.Tensor:
@@ -606,7 +639,7 @@ class TeamCriticValue(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = build_mlp([num_agents * state_dim, net_dim, net_dim, num_agents])
+        self.net = mlp(net_dim, num_agents * state_dim, num_agents)
         self.value_norm = ValueNorm(num_agents)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
@@ -625,7 +658,7 @@ class COMACritic(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__()
         self.num_agents, self.action_dim = num_agents, action_dim
-        self.net = build_mlp([num_agents * (state_dim + action_dim + 1), net_dim, net_dim, action_dim])
+        self.net = mlp(net_dim, num_agents * (state_dim + action_dim + 1), action_dim)
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """A team's state (..., num_agents * state_dim) and joint action (..., num_agents) integers -> every agent's
@@ -652,8 +685,9 @@ class QTranNet(nn.Module):
         super().__init__()
         self.num_agents, self.action_dim = num_agents, action_dim
         self.agent_net = QNet(net_dim, state_dim + num_agents, action_dim, if_noisy)
-        self.joint_net = build_mlp([num_agents * (state_dim + action_dim), net_dim, net_dim, 1])
-        self.value_net = build_mlp([num_agents * state_dim, net_dim, 1])
+        self.joint_net = mlp(net_dim, num_agents * (state_dim + action_dim), 1)
+        self.value_net = build_mlp([num_agents * state_dim, net_shape(net_dim).widths[-1], 1],
+                                   activation=net_shape(net_dim).activation)
 
     forward = QMixNet.forward  # every agent's q-values, (..., num_agents, action_dim), for acting
 

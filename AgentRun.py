@@ -45,6 +45,7 @@ import torch.distributed as dist
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
+from AgentNet import NetShape
 from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer, RefusedError, ReplayBuffer,
                       RolloutBuffer, SegmentReplayBuffer, load_weights)
 
@@ -90,6 +91,9 @@ class Arguments:
     num_threads: int = 1  # torch threads; small networks on a small CPU run fastest on one, > 0
 
     net_dim: int | None = None  # width of each hidden layer, > 0
+    net_dims: tuple | str | None = None  # every MLP's hidden widths instead of two of net_dim, "400,300" (or "400x300",
+    #   which a grid keeps whole) or a tuple; None: (net_dim, net_dim)
+    activation: str | None = None  # after each hidden layer: relu, tanh, elu or gelu (AgentNet.NetShape); None: relu
     batch_size: int | None = None  # transitions per gradient step, > 0
     learning_rate: float | None = None  # Adam step size of every network (the critic's where actor_learning_rate is
     #   set), > 0
@@ -225,8 +229,11 @@ class Arguments:
             self.cwd = f"./{self.agent.__name__}_{env_info.env_name}_{self.seed}"
 
     def check_options(self, env_info: "EnvInfo"):
-        """The settings a number's range does not decide: the start method, TensorBoard's package, hindsight's env and
-        a break_step past the random warm-up."""
+        """The settings a number's range does not decide: the networks' shape, the start method, TensorBoard's package,
+        hindsight's env and a break_step past the random warm-up."""
+        self.net_dims = parse_widths(self.net_dims)
+        if self.activation is not None and self.activation not in NetShape.activations:
+            raise RefusedError(f"activation={self.activation!r} is not accepted: one of {', '.join(NetShape.activations)}")
         if self.start_method not in (None, *mp.get_all_start_methods()):
             raise RefusedError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
         if self.if_tensorboard:
@@ -360,6 +367,30 @@ def parse_overrides(argv: list[str]) -> dict:
         types = typing.get_args(fields[key].type) or (fields[key].type,)
         overrides[key] = parse_value(key, text, types)
     return overrides
+
+
+def parse_widths(net_dims: tuple | list | str | None) -> tuple[int, ...] | None:
+    """net_dims as a tuple of positive ints: from "400,300" or "400x300" (the command line, a grid), a list (config.json)
+    or a tuple; refused otherwise."""
+    if net_dims is None:
+        return None
+    parts = re.split(r"[,x]", net_dims) if isinstance(net_dims, str) else list(net_dims)
+    try:
+        widths = tuple(int(part) for part in parts)
+    except (TypeError, ValueError):
+        widths = ()
+    if not widths or any(width <= 0 for width in widths) or any(isinstance(part, (bool, float)) for part in parts):
+        raise RefusedError(f"net_dims={net_dims!r} is not accepted: the hidden layers' widths, positive integers, e.g. "
+                           f"net_dims=400,300 (or 400x300)")
+    return widths
+
+
+def network_shape(net_dim: int, net_dims: tuple | list | None, activation: str | None) -> "int | NetShape":
+    """What an agent's networks take as net_dim: the int itself (two layers of it, ReLU), or a NetShape of net_dims
+    and activation where either is set (config.json's values rebuild the same for resume, replay and export)."""
+    if net_dims is None and activation is None:
+        return net_dim
+    return NetShape(tuple(net_dims) if net_dims is not None else (net_dim, net_dim), activation or "relu")
 
 
 def parse_value(key: str, text: str, types: tuple) -> typing.Any:
@@ -577,7 +608,8 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
 def build_agent(args: Arguments, env_info: "EnvInfo", device=None) -> AgentBase:
     """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
     hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
-    return new_agent(args.agent, args.net_dim, env_info, device, hyperparameters)
+    return new_agent(args.agent, network_shape(args.net_dim, args.net_dims, args.activation), env_info, device,
+                     hyperparameters)
 
 
 def new_agent(agent_class: type, net_dim: int, env_info: "EnvInfo", device, hyperparameters: dict) -> AgentBase:
@@ -2001,7 +2033,8 @@ def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None) -> Agent
     """The agent of config.json, its hyperparameters as trained, acting with the best actor of actor.pt (weights_only)."""
     agent_class = Arguments(agent=config["agent"]).get_agent_class()
     hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}
-    agent = new_agent(agent_class, config["net_dim"], env_info, device, hyperparameters)
+    shape = network_shape(config["net_dim"], config.get("net_dims"), config.get("activation"))
+    agent = new_agent(agent_class, shape, env_info, device, hyperparameters)
     agent.act.load_state_dict(load_weights(os.path.join(cwd, "actor.pt"), agent.device))
     return agent
 
@@ -2368,7 +2401,7 @@ def main(argv: list[str]) -> dict | list | str:
         if count is not None and count < 1:
             raise RefusedError(f"workers={count} is not accepted: workers must be an integer > 0")
         return run_grid(value, [item for item in rest if item not in workers], count)
-    if any("," in item for item in rest):
+    if any("," in item and not item.startswith("net_dims=") for item in rest):
         raise RefusedError(f"a comma list makes a grid of runs: name its directory with grid=<dir> "
                            f"(got {' '.join(item for item in rest if ',' in item)})")
     return run__demo(**parse_overrides(rest))

@@ -307,3 +307,52 @@ def test_plot_options_select_smooth_and_summarise_the_seeds(tmp_path):
         AgentRun.plot_runs([str(tmp_path / "runs")], stat="mean")
     with pytest.raises(ValueError, match=r"plot= found no runs under .* selected by 'c_'"):
         AgentRun.plot_runs([str(tmp_path / "runs")], select="c_")
+
+
+def linear_widths_and_activations(net: torch.nn.Module) -> tuple[list[int], set[type]]:
+    layers = [module for module in net.modules() if isinstance(module, torch.nn.Linear)]
+    return [layer.out_features for layer in layers], {type(module) for module in net.modules()
+                                                      if isinstance(module, (torch.nn.ReLU, torch.nn.Tanh, torch.nn.ELU))}
+
+
+@pytest.mark.parametrize("agent, env", [("AgentSAC", "Pendulum-v1"), ("AgentInterSAC", "Pendulum-v1"),
+                                        ("AgentTD3", "Pendulum-v1"), ("AgentPPO", "Pendulum-v1"),
+                                        ("AgentD3QN", "CartPole-v1"), ("AgentRainbow", "CartPole-v1"),
+                                        ("AgentDiscreteSAC", "CartPole-v1"), ("AgentDiscreteMAPPO", "simple_spread_v3"),
+                                        ("AgentQTRAN", "simple_spread_v3")])
+def test_net_dims_and_activation_shape_every_mlp(agent, env):
+    """Spinning Up's (64, 32) tanh: every hidden Linear of actor and critic is 64 then 32 wide, every activation Tanh."""
+    from AgentRun import build_agent
+
+    args = resolved(agent=agent, env=env, net_dims="64,32", activation="tanh")
+    built = build_agent(args, prepare_env(env)[1], device="cpu")
+    for net in (built.act, built.cri):
+        widths, activations = linear_widths_and_activations(net)
+        assert activations == {torch.nn.Tanh}, (agent, net)
+        assert 64 in widths and 32 in widths and 128 not in widths and 256 not in widths, (agent, widths)
+
+
+def test_a_shaped_run_resumes_and_replays_with_the_same_networks(tmp_path):
+    import AgentRun
+
+    cwd = str(tmp_path / "run")
+    AgentRun.main(["agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}", "net_dims=400x300", "activation=elu",
+                   "break_step=1300", "random_steps=1000", "eval_gap=0"])
+    config = json.loads(open(os.path.join(cwd, "config.json")).read())
+    assert config["net_dims"] == [400, 300] and config["activation"] == "elu"
+    AgentRun.resume(cwd, break_step=1600)  # the checkpoint's networks load into networks of the same shape
+    assert AgentRun.replay(cwd, episodes=1, render="none")["avg_length"] == 200
+    widths, activations = linear_widths_and_activations(
+        AgentRun.saved_agent(cwd, config, prepare_env("Pendulum-v1")[1], device="cpu").act)
+    assert widths[:2] == [400, 300] and activations == {torch.nn.ELU}
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(net_dims="0,5"), r"net_dims='0,5' is not accepted: the hidden layers' widths, positive integers"),
+    (dict(net_dims="a"), r"net_dims='a' is not accepted"),
+    (dict(net_dims=(64.5, 32)), r"net_dims=\(64.5, 32\) is not accepted"),
+    (dict(activation="swish"), r"activation='swish' is not accepted: one of relu, tanh, elu, gelu"),
+])
+def test_a_bad_network_shape_is_refused(fields, message):
+    with pytest.raises(ValueError, match=message):
+        resolved(agent="AgentSAC", env="Pendulum-v1", **fields)

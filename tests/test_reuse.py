@@ -48,8 +48,8 @@ def evaluate(env, agent, episodes=3) -> float:
 
 
 def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
-    my_sac = copy_into_module(tmp_path, ["layer_init_orthogonal", "build_mlp", "StateNorm", "Actor", "ActorSAC", "Critic",
-                                          "CriticTwin"],
+    my_sac = copy_into_module(tmp_path, ["layer_init_orthogonal", "NetShape", "net_shape", "build_mlp", "mlp", "StateNorm",
+                                          "Actor", "ActorSAC", "Critic", "CriticTwin"],
                               HELPERS + ["AgentBase", "AgentOffPolicy", "AgentSAC"])
     torch.manual_seed(0)
     env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1), np.float32(1))
@@ -71,7 +71,7 @@ def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
 
 def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
     my_rainbow = copy_into_module(
-        tmp_path, ["layer_init_orthogonal", "NoisyLinear", "build_mlp", "StateNorm", "QNet", "QNetDuel", "QNetDist",
+        tmp_path, ["layer_init_orthogonal", "NoisyLinear", "NetShape", "net_shape", "build_mlp", "mlp", "StateNorm", "QNet", "QNetDuel", "QNetDist",
                    "QNetDistDuel", "Actor", "Critic"],  # AgentOffPolicy names DDPG's networks as its defaults
         HELPERS + ["eval_mode", "project_distribution", "PrioritizedReplayBuffer", "AgentBase", "AgentOffPolicy",
                    "AgentDQN", "AgentC51", "AgentRainbow"])
