@@ -41,7 +41,7 @@ def test_short_run_writes_config_recorder_actor_and_one_plot(short_run):
         rows = list(csv.reader(f))
     assert rows[0] == ["step", "seconds", "avg_return", "std_return", "explore_return", "min_return", "max_return",
                        "avg_length", "obj_critic", "obj_actor", "clip_fraction_start", "clip_fraction", "approx_kl_start",
-                       "approx_kl", "entropy_start", "entropy"]
+                       "approx_kl", "entropy_start", "entropy", "explained_variance"]
     assert all(float(row[10]) == 0.0 and 0.0 <= float(row[11]) < 1.0 for row in rows[1:])  # every round starts at ratio 1
     assert [int(row[0]) for row in rows[1:]] == [2048, 4096, 6144]  # one row per evaluation
     assert (cwd / "actor.pt").is_file()
