@@ -327,7 +327,8 @@ class CriticTwinEncoded(nn.Module):
         super().__init__()
         self.state_norm = nn.Identity()
         # states -> (batch, widths[0]), initialised and keyed as the first two modules of ActorSAC's net
-        widths, activation = net_shape(net_dim).widths, net_shape(net_dim).activation
+        shape = net_shape(net_dim)
+        widths, activation = shape.widths, shape.activation
         self.encoder = nn.Sequential(layer_init_orthogonal(nn.Linear(state_dim, widths[0])), NetShape.activations[activation]())
         self.net = nn.Sequential(build_mlp([widths[0] + action_dim, *(widths[1:] or widths)], activation=activation),
                                  NetShape.activations[activation]())
@@ -686,8 +687,8 @@ class QTranNet(nn.Module):
         self.num_agents, self.action_dim = num_agents, action_dim
         self.agent_net = QNet(net_dim, state_dim + num_agents, action_dim, if_noisy)
         self.joint_net = mlp(net_dim, num_agents * (state_dim + action_dim), 1)
-        self.value_net = build_mlp([num_agents * state_dim, net_shape(net_dim).widths[-1], 1],
-                                   activation=net_shape(net_dim).activation)
+        shape = net_shape(net_dim)
+        self.value_net = build_mlp([num_agents * state_dim, shape.widths[-1], 1], activation=shape.activation)
 
     forward = QMixNet.forward  # every agent's q-values, (..., num_agents, action_dim), for acting
 

@@ -646,7 +646,8 @@ class Evaluator:
     eval_share = 0.1  # evaluations are spaced so that they take at most this share of the run's time
     plot_gap = 10.0  # seconds between redraws of the plot (one costs about 0.3 s); finish() draws the last rows
 
-    def __init__(self, cwd: str, eval_envs: list[gym.Env], eval_gap: float, title: str, if_tensorboard: bool = False):
+    def __init__(self, cwd: str, eval_envs: list[gym.Env], eval_gap: float, title: str, if_tensorboard: bool = False,
+                 limits: tuple[int, float, int] | None = None):
         self.cwd, self.eval_envs, self.eval_gap, self.title = cwd, eval_envs, eval_gap, title
         if if_tensorboard:  # optional: imported only when asked for, so the library does not need it
             from torch.utils.tensorboard import SummaryWriter
@@ -660,7 +661,7 @@ class Evaluator:
         self.last_eval_time, self.eval_seconds = -math.inf, 0.0  # when the last evaluation ended; its episodes' seconds
         # the first redraw after plot_gap: a run that ends sooner is drawn once, by finish()
         self.last_plot_time, self.plotted_rows = self.start_time, 0
-        self.limits = None  # (break_step, max_time, the step this session began at) for the progress note of each row
+        self.limits = limits  # (break_step, max_time, the step this session began at) for each row's progress note
 
     def progress(self, step: int, seconds: float) -> str:
         """This session's steps per second and the time left until break_step or max_time, whichever comes first."""
@@ -833,8 +834,7 @@ def build_evaluator(args: Arguments, env_info: "EnvInfo", step: int, state: dict
     for i, eval_env in enumerate(eval_envs):
         eval_env.reset(seed=args.seed + step + explore_copies + i)
     evaluator = Evaluator(args.cwd, eval_envs, args.eval_gap, f"{args.agent.__name__} on {env_info.env_name}",
-                          args.if_tensorboard)
-    evaluator.limits = (args.break_step, args.max_time, step)
+                          args.if_tensorboard, limits=(args.break_step, args.max_time, step))
     if args.if_resume:
         evaluator.load_state_dict(state)
     return evaluator
@@ -1364,8 +1364,9 @@ def explorer_process(channels: Channels, args: Arguments, env_info: "EnvInfo", s
     while True:
         chunks = []
         for chunk_start in range(0, explorer.horizon, chunk_steps):
-            chunks.append(explorer.explore(step, min(chunk_steps, explorer.horizon - chunk_start)))
-            step += min(chunk_steps, explorer.horizon - chunk_start) * args.num_envs * args.num_workers
+            steps = min(chunk_steps, explorer.horizon - chunk_start)
+            chunks.append(explorer.explore(step, steps))
+            step += steps * args.num_envs * args.num_workers
             weights = None if if_wait else receive(weights_queue, channels.stop)  # the newest, if any came since
             if weights is not None:
                 explorer.refresh(weights)
@@ -2305,7 +2306,8 @@ def seed_curves(members: list, x_name: str, value: str, smooth: int, stat: str, 
     `smooth` rows) interpolated onto x within the range it covers; stat "median" with min and max, or "iqm" with its 95%
     interval from `repeats` bootstrap resamples of the seeds (rliable's stratified bootstrap for one task, here in
     numpy; x then spans only where every seed has a value, so that every resample has all of them)."""
-    starts, ends = [rows[min(smooth, len(rows)) - 1][x_name] for _, rows in members], [rows[-1][x_name] for _, rows in members]
+    starts = [rows[min(smooth, len(rows)) - 1][x_name] for _, rows in members]
+    ends = [rows[-1][x_name] for _, rows in members]
     x = np.linspace(0, max(ends), 200) if stat == "median" else np.linspace(max(starts), min(ends), 200)
     kernel = np.ones(smooth) / smooth
     curves = np.array([np.interp(x, [row[x_name] for row in rows][smooth - 1:],

@@ -1330,8 +1330,9 @@ class AgentA2C(AgentOnPolicy):
     def update_minibatches(self, buffer: RolloutBuffer, batch_size: int, epochs: float) -> dict[str, float]:
         """round(epochs) epochs over the rollout in minibatches of batch_size; critic then actor each step, the round
         stopped early once the approximate KL to the policy that acted passes target_kl (None: never; Spinning Up's PPO
-        stops its policy steps so). Also each get_step_stats value at the round's first minibatch (<name>_start) and its
-        mean over the steps taken, and epochs_done, the epochs taken."""
+        stops its policy steps so; the check reads the KL on the host, a sync per minibatch where target_kl is set).
+        Also each get_step_stats value at the round's first minibatch (<name>_start) and its mean over the steps taken,
+        and epochs_done, the epochs taken."""
         rollout = self.get_rollout_batch(buffer)
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         sum_step_stats, first_step_stats, update_times = {}, {}, 0
