@@ -120,16 +120,28 @@ class StateNorm(nn.Module):
 # ---- Q-networks (discrete actions) ----
 
 
+ILLEGAL = -1e8  # a masked action's Q-value or logit: below any real one, yet finite, so that 0 * ILLEGAL stays 0
+
+
+def legal_only(values: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """values (..., action_dim) of every action, with those of the actions that state's mask forbids at ILLEGAL. The
+    mask is the state's last action_dim entries, 1 legal and 0 not (AgentRun.ActionMaskObservation puts it there): an
+    illegal action is then never a max or an argmax, and a softmax gives it probability 0 (its exp underflows), as
+    sb3-contrib's MaskablePPO masks its logits."""
+    return values.masked_fill(state[..., -values.shape[-1]:] < 0.5, ILLEGAL)
+
+
 class Greedy(nn.Module):
     """The greedy policy of a Q-network: states -> the index of the largest Q-value, (batch,) (or (batch, agents) for a
-    team's per-agent Q-values), as one module that can be exported."""
+    team's per-agent Q-values), as one module that can be exported; if_action_mask: the largest legal one."""
 
-    def __init__(self, q_net: nn.Module):
+    def __init__(self, q_net: nn.Module, if_action_mask: bool = False):
         super().__init__()
-        self.q_net = q_net
+        self.q_net, self.if_action_mask = q_net, if_action_mask
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        return self.q_net(state).argmax(dim=-1)
+        q = self.q_net(state)
+        return (legal_only(q, state) if self.if_action_mask else q).argmax(dim=-1)
 
 
 class QNet(nn.Module):
@@ -393,7 +405,10 @@ class ActorPPO(nn.Module):
 
 class ActorDiscretePPO(nn.Module):
     """Categorical policy over action_dim actions; actions are integer indices. Sampling and scoring are written
-    out, as in ActorPPO. Discrete SAC's policy too."""
+    out, as in ActorPPO. Discrete SAC's policy too. With if_action_mask (its agent sets it) its states end with a mask
+    of legal actions, and it gives the illegal ones probability 0 in acting, learning and export alike (legal_only)."""
+
+    if_action_mask = False
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -402,11 +417,12 @@ class ActorDiscretePPO(nn.Module):
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """The most likely action, (batch,)."""
-        return self.net(self.state_norm(state)).argmax(dim=-1)
+        return self.get_logits(state).argmax(dim=-1)
 
     def get_logits(self, state: torch.Tensor) -> torch.Tensor:
         """The unnormalised log-probabilities of every action, (batch, action_dim)."""
-        return self.net(self.state_norm(state))
+        logits = self.net(self.state_norm(state))
+        return legal_only(logits, state) if self.if_action_mask else logits
 
     def get_log_probs(self, state: torch.Tensor) -> torch.Tensor:
         """log pi(a|s) of every action, (batch, action_dim)."""

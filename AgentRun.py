@@ -144,6 +144,9 @@ class Arguments:
     lambda_nopt: float | None = None  # QTRAN: weight of L_nopt, its inequality at the actions taken, >= 0
     if_state_norm: bool | None = None  # True: networks standardise states by the running mean and std of the explored
     #   ones (AgentNet.StateNorm), saved with every network (actor.pt too); None: the agent's default
+    if_action_mask: bool | None = None  # discrete agents (not ACER's, not a team's): True appends the env's mask of legal
+    #   actions (info["action_mask"], or a Dict observation's "action_mask") to the states, and the agent never takes an
+    #   illegal action nor bootstraps from one (ActionMaskObservation); None: the agent's default (False)
 
     # stop after this many environment steps, > 0. 2^22: on BipedalWalker-v3 PPO's and ACKTR's seeds stopped at 2^20
     # within 300 s, best returns up to 298 of 300 (History/UPDATE_LOG.md, 2026-11-25)
@@ -828,7 +831,8 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
 def build_evaluator(args: Arguments, env_info: "EnvInfo", step: int, state: dict | None) -> Evaluator:
     """An Evaluator with eval_times envs of its own, seeded after every explorer's env copies (seed + step + their
     index, on every rank under torchrun), carrying on a resumed run's recorder state."""
-    eval_envs = [prepare_env(make_twin_env(args.env))[0] for _ in range(args.eval_times)]
+    eval_envs = [prepare_env(make_twin_env(args.env), if_action_mask=bool(args.if_action_mask))[0]
+                 for _ in range(args.eval_times)]
     world = torchrun_world()
     explore_copies = args.num_envs * args.num_workers * (1 if world is None else world[1])
     for i, eval_env in enumerate(eval_envs):
@@ -973,8 +977,9 @@ def as_gymnasium(env):
     return MultiAgentEnv(parallel_env=env)
 
 
-def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.Env, EnvInfo]:
-    """Make the env, check its spaces, flatten a goal env's observations (GoalObservation; if_record_ends for it), and
+def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False) -> tuple[gym.Env, EnvInfo]:
+    """Make the env, check its spaces, flatten a goal env's observations (GoalObservation; if_record_ends for it) or
+    others (flat_observations; with if_action_mask, ActionMaskObservation, its mask of legal actions at the end), and
     rescale Box actions from the agents' [-1, 1] to its bounds (agent_actions)."""
     if isinstance(env, str) and is_mpe2_id(env):
         env = make_mpe2_env(env)
@@ -997,6 +1002,8 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False) -> tuple[gym.E
     if isinstance(env.observation_space, gym.spaces.Dict) and set(env.observation_space.spaces) == set(GoalObservation.keys):
         env = GoalObservation(env, if_record_ends)
         goal_dim = env.goal_dim
+    elif if_action_mask:
+        env = ActionMaskObservation(env, env_name)
     elif isinstance(env.observation_space, FLATTENED_SPACES):
         env = flat_observations(env, env_name)
 
@@ -1024,16 +1031,21 @@ FLATTENED_SPACES = (gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Discrete, gym.
 def flat_observations(env: gym.Env, env_name: str) -> gym.Env:
     """A Dict, Tuple or Discrete observation of Box and Discrete parts as one flat Box (gymnasium's FlattenObservation:
     the parts side by side, a Discrete one one-hot); other parts (text, graphs, sequences) refused."""
+    check_flattenable(env.observation_space, env_name)
+    return gym.wrappers.FlattenObservation(env)
+
+
+def check_flattenable(space: gym.spaces.Space, env_name: str):
+    """Refuse an observation space with parts that gymnasium's flatten utilities cannot make a flat Box of."""
     def parts(space):
         children = space.spaces.values() if isinstance(space, gym.spaces.Dict) else \
             space.spaces if isinstance(space, gym.spaces.Tuple) else None
         return [space] if children is None else [leaf for child in children for leaf in parts(child)]
     leaves = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
-    other = [leaf for leaf in parts(env.observation_space) if not isinstance(leaf, leaves)]
+    other = [leaf for leaf in parts(space) if not isinstance(leaf, leaves)]
     if other:
-        raise RefusedError(f"{env_name}: observation space {env.observation_space} is not supported: its parts {other} "
-                           f"cannot be flattened; the agents take Box, Discrete, MultiDiscrete and MultiBinary parts")
-    return gym.wrappers.FlattenObservation(env)
+        raise RefusedError(f"{env_name}: observation space {space} is not supported: its parts {other} cannot be "
+                           f"flattened; the agents take Box, Discrete, MultiDiscrete and MultiBinary parts")
 
 
 def agent_actions(env: gym.Env, env_name: str, num_agents: int) -> tuple[gym.Env, bool, int]:
@@ -1069,15 +1081,15 @@ def has_time_limit(env: gym.Env) -> bool:
     return getattr(env, "max_cycles", None) is not None
 
 
-def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False, returns_kept: int = 100
-              ) -> tuple[gym.Env, EnvInfo]:
-    """A gymnasium env ready for an agent, and its facts; with num_envs, a vector env of that many copies
+def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False, returns_kept: int = 100,
+              if_action_mask: bool = False) -> tuple[gym.Env, EnvInfo]:
+    """A gymnasium env ready for an agent (prepare_env), and its facts; with num_envs, a vector env of that many copies
     (autoreset in the same step, so that an ended episode's final observation comes back in info).
     The returns of the last returns_kept episodes are recorded (return_queue) for the explore_return column."""
-    single, env_info = prepare_env(env, if_record_ends)
+    single, env_info = prepare_env(env, if_record_ends, if_action_mask)
     if num_envs is None:
         return gym.wrappers.RecordEpisodeStatistics(single, buffer_length=returns_kept), env_info
-    copies = [single] + [prepare_env(make_twin_env(env), if_record_ends)[0] for _ in range(num_envs - 1)]
+    copies = [single] + [prepare_env(make_twin_env(env), if_record_ends, if_action_mask)[0] for _ in range(num_envs - 1)]
     vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
                                           autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(vector_env, buffer_length=returns_kept), env_info
@@ -1089,7 +1101,8 @@ def build_explore_env(args: "Arguments") -> gym.Env:
     It keeps the returns of as many episodes as a round of target_step steps can end, so that an explorer reports
     every episode of its round (new_returns)."""
     return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs,
-                     if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step))[0]
+                     if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step),
+                     if_action_mask=bool(args.if_action_mask))[0]
 
 
 def pop_not_done(env) -> torch.Tensor:
@@ -1202,7 +1215,7 @@ def train_and_evaluate(args: Arguments) -> dict:
     if_multiprocess says (None: the agent's default, the loop measured faster for it); an asynchronous agent (A3C)
     in its workers' processes (train_async); under torchrun as one of its data-parallel learners (train_distributed).
     Returns how it stopped."""
-    env_info = prepare_env(args.env)[1]
+    env_info = prepare_env(args.env, if_action_mask=bool(args.if_action_mask))[1]
     args.resolve(env_info)
     world = torchrun_world()
     if world is None:
@@ -1844,6 +1857,57 @@ def import_robotics(env_id: str):
                            f"3.4 and later fail FetchReach's reset)") from None
 
 
+class ActionMaskObservation(gym.Wrapper):
+    """A Discrete-action env whose observations end with its mask of legal actions, action_dim entries of 1 (legal) or
+    0, so that replay buffers, rollouts, n-step returns and processes carry each state's mask with it; the agents read
+    it back (AgentNet.legal_only). The mask comes from info["action_mask"] at reset and at every step (gymnasium's
+    Taxi), or from a Dict observation's "action_mask" key (PettingZoo's and sb3-contrib's convention), the other parts
+    flattened. A mask of another length or of values other than 0 and 1, or one without a legal action where the
+    episode goes on, is refused."""
+
+    def __init__(self, env: gym.Env, env_name: str):
+        super().__init__(env)
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise RefusedError(f"if_action_mask=True is not accepted for {env_name}: masks of legal actions are for "
+                               f"Discrete action spaces, and its is {env.action_space}")
+        space, self.env_name, self.action_dim = env.observation_space, env_name, int(env.action_space.n)
+        self.if_in_observation = isinstance(space, gym.spaces.Dict) and "action_mask" in space.spaces
+        if self.if_in_observation:
+            space = gym.spaces.Dict({key: part for key, part in space.spaces.items() if key != "action_mask"})
+        check_flattenable(space, env_name)
+        self.rest_space, flat = space, gym.spaces.flatten_space(space)
+        self.observation_space = gym.spaces.Box(np.append(flat.low, np.zeros(self.action_dim)).astype(np.float32),
+                                                np.append(flat.high, np.ones(self.action_dim)).astype(np.float32))
+
+    def reset(self, **kwargs):
+        observation, info = self.env.reset(**kwargs)
+        return self.with_mask(observation, info, if_acting=True), info
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return self.with_mask(observation, info, if_acting=not terminated), reward, terminated, truncated, info
+
+    def with_mask(self, observation, info: dict, if_acting: bool) -> np.ndarray:
+        """The flat observation and its mask; if_acting: the agent acts in this state, or bootstraps from it (a
+        truncated episode's last), so at least one action must be legal."""
+        if self.if_in_observation:
+            mask = observation["action_mask"]
+            observation = {key: part for key, part in observation.items() if key != "action_mask"}
+        elif "action_mask" in info:
+            mask = info["action_mask"]
+        else:
+            raise RefusedError(f"if_action_mask=True, but {self.env_name} gave no info['action_mask'] and its "
+                               f"observations have no 'action_mask' key; the mask of legal actions comes from one of them")
+        mask = np.asarray(mask)
+        if mask.shape != (self.action_dim,) or not np.isin(mask, (0, 1)).all():
+            raise RefusedError(f"{self.env_name}'s action mask {mask!r} is not accepted: a mask holds one 0 or 1 per "
+                               f"action, {self.action_dim} of them (1: legal)")
+        if if_acting and not mask.any():
+            raise RefusedError(f"{self.env_name}'s action mask has no legal action in a state where its episode goes on "
+                               f"(or is truncated, so that its value is bootstrapped): at least one must be legal")
+        return np.append(gym.spaces.flatten(self.rest_space, observation), mask).astype(np.float32)
+
+
 class GoalObservation(gym.ObservationWrapper):
     """A goal env (gymnasium-robotics' convention: Dict observations of observation, achieved_goal and desired_goal,
     and compute_reward(achieved_goal, desired_goal, info)) with flat observations [observation, achieved_goal,
@@ -2058,12 +2122,13 @@ def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, re
         raise RefusedError(f"episodes={episodes} is not accepted: episodes must be an integer > 0")
     config = read_run(cwd, "replay")
     try:  # the first episode is shown
-        envs = [prepare_env(env_from_config(config["env"], render_mode=REPLAY_RENDERS[render] if i == 0 else None))[0]
+        envs = [prepare_env(env_from_config(config["env"], render_mode=REPLAY_RENDERS[render] if i == 0 else None),
+                            if_action_mask=bool(config.get("if_action_mask")))[0]
                 for i in range(episodes or config["eval_times"])]
     except gym.error.Error as error:
         raise RefusedError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
                            f"({error}); replay works for runs of registered environments") from None
-    env_info = prepare_env(envs[0])[1]
+    env_info = prepare_env(envs[0], if_action_mask=bool(config.get("if_action_mask")))[1]
     agent = saved_agent(cwd, config, env_info)
     for i, env in enumerate(envs):
         env.reset(seed=config["seed"] + i)
@@ -2104,7 +2169,7 @@ def export(cwd: str) -> dict[str, str]:
     is deprecated in torch but loads there) and, where the onnx package is installed, cwd/actor.onnx. Returns the
     paths by format."""
     config = read_run(cwd, "export")
-    env_info = prepare_env(env_from_config(config["env"]))[1]
+    env_info = prepare_env(env_from_config(config["env"]), if_action_mask=bool(config.get("if_action_mask")))[1]
     policy = saved_agent(cwd, config, env_info, device="cpu").policy_module().eval()
     example = torch.zeros(2, env_info.state_dim * env_info.num_agents)  # a batch of the env's observations
     paths = {"torchscript": os.path.join(cwd, "actor_torchscript.pt")}

@@ -25,7 +25,7 @@ import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, COMACritic, Critic, CriticValue, CriticTwin,
-                      CriticTwinEncoded, CriticTwinShared, Greedy, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel,
+                      CriticTwinEncoded, CriticTwinShared, Greedy, legal_only, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel,
                       QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO, TeamCritic,
                       TeamCriticDiscrete, TeamCriticValue, VDNNet)
 
@@ -558,6 +558,10 @@ class AgentBase:
     # True: every network standardises its states by the running mean and std of the explored ones (AgentNet.StateNorm,
     # update_state_norm); a hyperparameter of the agents whose hyper_defaults name it
     if_state_norm = False
+    # True: the states end with a mask of the legal actions (AgentRun.ActionMaskObservation), and the agent never takes
+    # an illegal one nor values a state by one (legal); a hyperparameter of the discrete agents whose hyper_defaults
+    # name it
+    if_action_mask = False
     if_multi_agent = False  # True: a team's agent (MultiAgent), num_agents of them on a PettingZoo env
     num_agents = 1
     if_agent_rewards = False  # True: a team's agent with a value per agent, which can learn each agent's own reward
@@ -582,6 +586,9 @@ class AgentBase:
         if self.if_state_norm:
             for module in self.state_takers():
                 module.state_norm = StateNorm(state_dim).to(self.device)
+        if self.if_action_mask:
+            for module in self.modules_with("if_action_mask"):  # the categorical policies mask their own logits
+                module.if_action_mask = True
 
     def init_networks(self):
         """Actor, critic, their frozen targets and one optimizer each (new_optimizer; the actor none without
@@ -622,8 +629,23 @@ class AgentBase:
 
     def state_takers(self) -> list[nn.Module]:
         """Every module of every network, targets included, that takes states (has a state_norm), each once."""
+        return self.modules_with("state_norm")
+
+    def modules_with(self, name: str) -> list[nn.Module]:
+        """Every module of every network, targets included, that has the attribute `name`, each once."""
         nets = {id(part): part for part in self.parts().values() if isinstance(part, nn.Module)}.values()
-        return [module for net in nets for module in net.modules() if hasattr(module, "state_norm")]
+        return [module for net in nets for module in net.modules() if hasattr(module, name)]
+
+    def legal(self, values: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """values (..., action_dim) of every action at state, those of its illegal actions at AgentNet.ILLEGAL where the
+        states carry a mask (if_action_mask), so that no max or argmax picks one."""
+        return legal_only(values, state) if self.if_action_mask else values
+
+    def uniform_action(self, shape: tuple[int, ...], state: torch.Tensor) -> torch.Tensor:
+        """Uniformly random action indices of that shape: legal ones of state where the states carry a mask."""
+        if self.if_action_mask:  # the largest of uniform draws, the illegal ones' at ILLEGAL
+            return self.legal(torch.rand(*shape, self.action_dim, device=self.device), state).argmax(dim=-1)
+        return torch.randint(self.action_dim, shape, device=self.device)
 
     @torch.no_grad()
     def update_state_norm(self, states: torch.Tensor):
@@ -714,7 +736,7 @@ class AgentOffPolicy(AgentBase):
         state = env.reset()[0] if self.last_state is None else self.last_state
         steps = []
         for _ in range(horizon):
-            action = self.random_action() if if_random else self.select_action(state)
+            action = self.random_action(state=state) if if_random else self.select_action(state)
             next_state, reward, terminated, truncated, info = env.step(action)
             # a truncated episode still bootstraps from next_state, its final observation, not the reset one
             steps.append((state, action, self.learned_reward(reward, info), not terminated, not (terminated or truncated),
@@ -730,7 +752,7 @@ class AgentOffPolicy(AgentBase):
         state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
         steps = []
         for _ in range(horizon):
-            action = self.random_action(env.num_envs) if if_random else self.select_action(state)
+            action = self.random_action(env.num_envs, state) if if_random else self.select_action(state)
             next_state, reward, terminated, truncated, info = env.step(action)
             steps.append((state, action, self.learned_reward(reward, info), ~terminated, ~(terminated | truncated),
                           final_observations(next_state, info)))
@@ -754,11 +776,14 @@ class AgentOffPolicy(AgentBase):
             actions = as_tensor(actions)
         return tuple(t.flatten(0, 1) for t in (as_tensor(states), actions, rewards, discounts, next_states))
 
-    def random_action(self, num_envs: int | None = None) -> np.ndarray:
-        """Uniform over the action space in the agent's units: an integer index, or a vector in [-1, 1] (the standard
-        normal CDF of standard_noise, rescaled: uniform at every step, coloured along the steps as the exploration
-        noise is); with num_envs, one for each env of a vector env, (num_envs,) or (num_envs, action_dim)."""
+    def random_action(self, num_envs: int | None = None, state: np.ndarray | None = None) -> np.ndarray:
+        """Uniform over the action space in the agent's units: an integer index (a legal one, if_action_mask, of the
+        state it acts in), or a vector in [-1, 1] (the standard normal CDF of standard_noise, rescaled: uniform at every
+        step, coloured along the steps as the exploration noise is); with num_envs, one for each env of a vector env,
+        (num_envs,) or (num_envs, action_dim)."""
         shape = () if num_envs is None else (num_envs,)
+        if self.if_action_mask:
+            return self.uniform_action(shape, torch.as_tensor(state, dtype=torch.float32, device=self.device)).cpu().numpy()
         if self.if_discrete:  # a team's: one for every agent, (..., num_agents)
             return torch.randint(self.action_dim, shape + ((self.num_agents,) if self.if_multi_agent else ())).numpy()
         draws = self.standard_noise((*shape, self.num_agents * self.action_dim), self.random_beta)
@@ -857,7 +882,8 @@ class AgentDQN(AgentOffPolicy):
     # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md, 2026-11-23)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1,
-                                                     if_noisy=False)  # noisy layers (NoisyLinear) explore instead
+                                                     if_noisy=False,  # noisy layers (NoisyLinear) explore instead
+                                                     if_action_mask=False)
     net_keywords = ("if_noisy",)  # the hyperparameters that cri_class takes
     # num_envs 8: one policy call acts for 8 envs, cheaper per transition (History/UPDATE_LOG.md, 2026-11-23)
     train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, repeat_times=0.5, num_envs=8,
@@ -876,18 +902,19 @@ class AgentDQN(AgentOffPolicy):
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """state (state_dim,) or (batch, state_dim) -> integer action () or (batch,). Deterministic: greedy, with
-        noisy layers at their mean (eval mode); exploring: epsilon-greedy, noisy layers with fresh noise."""
+        noisy layers at their mean (eval mode); exploring: epsilon-greedy, noisy layers with fresh noise. Legal actions
+        only, if_action_mask."""
         state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
         with eval_mode(self.cri, deterministic and self.if_noisy):  # a switch costs a fifth of a forward: only if noisy
-            action = self.cri(state).argmax(dim=-1)
+            action = self.legal(self.cri(state), state).argmax(dim=-1)
         if not deterministic:
             if_random = torch.rand(action.shape, device=self.device) < self.explore_rate
-            action = torch.where(if_random, torch.randint_like(action, self.action_dim), action)
+            action = torch.where(if_random, self.uniform_action(action.shape, state), action)
         return action.cpu().numpy()
 
     def policy_module(self) -> nn.Module:
         """Greedy in the Q-values, in eval mode where it has noisy layers (at their mean), as select_action."""
-        return Greedy(self.cri)
+        return Greedy(self.cri, self.if_action_mask)
 
     def extra_stats(self) -> dict[str, float]:
         """epsilon, the chance of a random action while exploring (0 with noisy layers)."""
@@ -897,8 +924,8 @@ class AgentDQN(AgentOffPolicy):
         return (self.cri(state).gather(1, action).squeeze(1),)  # Q(s, a) of the actions taken, (B,)
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
-        """max_a Q_target(s', a), (B,)."""
-        return self.cri_target(next_state).max(dim=1).values
+        """max_a Q_target(s', a) over the legal actions, (B,)."""
+        return self.legal(self.cri_target(next_state), next_state).max(dim=1).values
 
 
 class AgentDoubleDQN(AgentDQN):
@@ -907,7 +934,7 @@ class AgentDoubleDQN(AgentDQN):
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Q_target(s', argmax_a Q(s', a)), (B,) (Double DQN paper, eq. 4)."""
-        next_action = self.cri(next_state).argmax(dim=1, keepdim=True)  # (B, 1)
+        next_action = self.legal(self.cri(next_state), next_state).argmax(dim=1, keepdim=True)  # (B, 1)
         return self.cri_target(next_state).gather(1, next_action).squeeze(1)
 
 
@@ -945,8 +972,8 @@ class AgentC51(AgentDQN):
         return (cross_entropy * weights).mean(), cross_entropy.detach() - target_entropy
 
     def get_next_action(self, next_state: torch.Tensor, next_probs: torch.Tensor) -> torch.Tensor:
-        """argmax_a of the target network's mean return at next_state, (B,)."""
-        return (next_probs * self.cri.support).sum(dim=-1).argmax(dim=-1)
+        """argmax_a of the target network's mean return at next_state over the legal actions, (B,)."""
+        return self.legal((next_probs * self.cri.support).sum(dim=-1), next_state).argmax(dim=-1)
 
 
 class AgentRainbow(AgentC51):
@@ -961,7 +988,7 @@ class AgentRainbow(AgentC51):
 
     def get_next_action(self, next_state: torch.Tensor, next_probs: torch.Tensor) -> torch.Tensor:
         """Double DQN (arXiv:1509.06461): the online network picks the action whose target distribution is used."""
-        return self.cri(next_state).argmax(dim=-1)
+        return self.legal(self.cri(next_state), next_state).argmax(dim=-1)
 
 
 # ---- deterministic and stochastic actor-critics (continuous actions) ----
@@ -1070,11 +1097,11 @@ class AgentModSAC(AgentSAC):
     critic_average = 0.995  # the weight of the past in the running average of the critic's loss
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
-        super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
         # [the running average of the critic's loss, actor steps owed], a tensor (on the host) that checkpoints hold,
         # so that a resumed run goes on with its lambda: a start at which the critic is half reliable, and the first
-        # critic step followed by an actor step
+        # critic step followed by an actor step. Before the base's __init__, whose StateNorm setup reads every part.
         self.actor_share = torch.tensor([math.sqrt(-math.log(0.5)), 1.0], dtype=torch.float64)
+        super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
 
     def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
         """The "reliable lambda": lambda = exp(-L^2), L a running average of the critic's loss per head, and the actor
@@ -1137,7 +1164,7 @@ class AgentDiscreteSAC(AgentSAC):
     train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
     # a categorical policy samples actions, not noise
     hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items()
-                      if name not in ("noise_beta", "random_beta")}
+                      if name not in ("noise_beta", "random_beta")} | dict(if_action_mask=False)
     # of the uniform policy's entropy log(action_dim); the paper's 0.98 ran alpha away, and with the entropy kept out of
     # the target (get_next_q) 0.6 solved more LunarLander-v3 seeds than 0.3 (History/UPDATE_LOG.md, 2026-11-24)
     target_entropy_share = 0.6
@@ -1170,7 +1197,14 @@ class AgentDiscreteSAC(AgentSAC):
         with torch.no_grad():
             log_probs = self.act.get_log_probs(batch[0])
             entropy = -(log_probs.exp() * log_probs).sum(dim=-1)  # (B,)
-        optimizer_step(self.alpha_optimizer, (self.log_alpha * (entropy - self.target_entropy)).mean())
+        optimizer_step(self.alpha_optimizer, (self.log_alpha * (entropy - self.entropy_target(batch[0]))).mean())
+
+    def entropy_target(self, state: torch.Tensor) -> torch.Tensor | float:
+        """target_entropy; with action masks, the same share of the uniform entropy over each state's legal actions,
+        (B,): a state with two legal actions cannot reach a share of log(action_dim), and would push alpha up forever."""
+        if not self.if_action_mask:
+            return self.target_entropy
+        return self.target_entropy_share * state[..., -self.action_dim:].sum(dim=-1).log()
 
 
 # ---- on-policy agents: the rollout (AgentOnPolicy), then VPG, A2C and PPO (continuous and discrete) ----
@@ -1268,11 +1302,13 @@ class AgentOnPolicy(AgentBase):
 class DiscreteOnPolicy:
     """What makes an on-policy agent class a Discrete action space's: a categorical policy (AgentNet.ActorDiscretePPO)
     and an entropy bonus. Put it first among the bases: class AgentDiscreteA2C(DiscreteOnPolicy, AgentA2C). Its
-    hyper_defaults are AgentOnPolicy's with the bonus; a class whose base adds hyperparameters names its own."""
+    hyper_defaults are AgentOnPolicy's with discrete_defaults; a class whose base adds hyperparameters names its own."""
 
     if_discrete = True
     act_class = ActorDiscretePPO
-    hyper_defaults = AgentOnPolicy.hyper_defaults | dict(entropy_coef=0.01)  # no learned std to explore with
+    # an entropy bonus (no learned std to explore with) and masks of legal actions (AgentBase.if_action_mask)
+    discrete_defaults = dict(entropy_coef=0.01, if_action_mask=False)
+    hyper_defaults = AgentOnPolicy.hyper_defaults | discrete_defaults
 
 
 class AgentVPG(AgentOnPolicy):
@@ -1407,7 +1443,7 @@ class AgentPPO(AgentA2C):
 class AgentDiscretePPO(DiscreteOnPolicy, AgentPPO):
     """PPO with a categorical policy for Discrete action spaces."""
 
-    hyper_defaults = AgentPPO.hyper_defaults | dict(entropy_coef=DiscreteOnPolicy.hyper_defaults["entropy_coef"])
+    hyper_defaults = AgentPPO.hyper_defaults | DiscreteOnPolicy.discrete_defaults
     # the serial loop: faster than processes on CartPole-v1 (History/UPDATE_LOG.md, 2026-11-22)
     train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)
 
@@ -1490,7 +1526,7 @@ class AgentA3C(AgentA2C):
 class AgentDiscreteA3C(DiscreteOnPolicy, AgentA3C):
     """A3C with a categorical policy: AgentA3C's workers, DiscreteOnPolicy's actor and entropy bonus."""
 
-    hyper_defaults = AgentA3C.hyper_defaults | dict(entropy_coef=DiscreteOnPolicy.hyper_defaults["entropy_coef"])
+    hyper_defaults = AgentA3C.hyper_defaults | DiscreteOnPolicy.discrete_defaults
 
 
 # ---- natural gradient (TRPO) ----
@@ -1584,6 +1620,8 @@ class AgentTRPO(AgentVPG):
 class AgentDiscreteTRPO(AgentTRPO, AgentDiscreteVPG):
     """TRPO with a categorical policy: AgentTRPO's update, AgentDiscreteVPG's actor. Its hyper_defaults are
     AgentTRPO's, entropy_coef 0 among them: the paper's surrogate has no entropy bonus, and none was needed."""
+
+    hyper_defaults = AgentTRPO.hyper_defaults | dict(if_action_mask=False)
 
 
 # ---- Kronecker-factored natural gradient (ACKTR) ----
@@ -1706,8 +1744,7 @@ class AgentDiscreteACKTR(DiscreteOnPolicy, AgentACKTR):
     """ACKTR with a categorical policy: AgentACKTR's update, DiscreteOnPolicy's actor and entropy bonus."""
 
     # kl_clip 0.004: the fastest of 0.0005-0.01 on CartPole-v1 (History/UPDATE_LOG.md, 2026-11-24)
-    hyper_defaults = AgentACKTR.hyper_defaults | dict(entropy_coef=DiscreteOnPolicy.hyper_defaults["entropy_coef"],
-                                                      kl_clip=0.004)
+    hyper_defaults = AgentACKTR.hyper_defaults | DiscreteOnPolicy.discrete_defaults | dict(kl_clip=0.004)
     # A2C's rollout: Pendulum-v1's 2048 steps were slower on CartPole-v1 (History/UPDATE_LOG.md, 2026-11-24)
     train_defaults = AgentACKTR.train_defaults | dict(target_step=AgentA2C.train_defaults["target_step"])
 
@@ -1851,9 +1888,10 @@ class MultiAgent:
 
 def team_defaults(defaults: dict, common_reward: bool) -> dict:
     """An agent's hyperparameters as a team's: no if_state_norm (a team's states mix every agent's observations; their
-    statistics are not one agent's), and common_reward: True learns from the sum of the agents' rewards, False from
-    each agent's own (MultiAgent)."""
-    return {name: value for name, value in defaults.items() if name != "if_state_norm"} | dict(common_reward=common_reward)
+    statistics are not one agent's), no if_action_mask (a team's env gives no mask per agent), and common_reward: True
+    learns from the sum of the agents' rewards, False from each agent's own (MultiAgent)."""
+    return ({name: value for name, value in defaults.items() if name not in ("if_state_norm", "if_action_mask")}
+            | dict(common_reward=common_reward))
 
 
 class AgentQMIX(MultiAgent, AgentDoubleDQN):

@@ -5,7 +5,7 @@ deterministic episodes on separate envs, at least eval_gap seconds apart; the ru
     python benchmarks/peer_sb3.py algo=SAC env=Pendulum-v1 seed=0 max_time=600
 
 It prints the same `Stop: <reason> at step N after S s` line as AgentRun.py. Benchmark-only: it needs
-stable-baselines3 and sb3-contrib (QR-DQN) (pip install -r benchmarks/requirements.txt); the library never imports them.
+stable-baselines3 and sb3-contrib (QR-DQN, TRPO, MaskablePPO) (pip install -r benchmarks/requirements.txt); the library never imports them.
 """
 import math
 import os
@@ -20,16 +20,19 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.noise import NormalActionNoise
-from sb3_contrib import QRDQN, TRPO
+from sb3_contrib import QRDQN, TRPO, MaskablePPO
+from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_masked_policy
+from sb3_contrib.common.wrappers import ActionMasker
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from AgentRun import (ROBOTICS_PREFIXES, TARGET_RETURN_WITHOUT_THRESHOLD, Arguments, Evaluator,  # noqa: E402
                       make_robotics_env)
 
-ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3, "TRPO": TRPO}
+ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3, "TRPO": TRPO,
+         "MaskablePPO": MaskablePPO}
 TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0,
            "Acrobot-v1": -100.0, "FetchReach-v4": TARGET_RETURN_WITHOUT_THRESHOLD["FetchReach-v4"],
-           "MountainCarContinuous-v0": 90.0, "BipedalWalker-v3": 300.0}
+           "MountainCarContinuous-v0": 90.0, "BipedalWalker-v3": 300.0, "Taxi-v4": 8.0}
 
 
 def linear(start: float):
@@ -99,7 +102,14 @@ ZOO = {
     ("TD3", "FetchReach-v4"): (25_000, 1, dict(buffer_size=1_000_000, batch_size=256, gamma=0.95, learning_rate=1e-3,
                                                learning_starts=1000, replay_buffer_class=HerReplayBuffer,
                                                replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"))),
+    # the zoo has no Taxi entry: MaskablePPO's defaults (SB3 PPO's), on 8 envs as the zoo's PPO on the classic tasks
+    ("MaskablePPO", "Taxi-v4"): (None, 8, {}),
 }
+
+
+def taxi_mask(env: gym.Env) -> np.ndarray:
+    """The legal actions of Taxi's current state, the mask its info carries (for ActionMasker)."""
+    return env.unwrapped.action_mask(env.unwrapped.s)
 
 
 class TimeToTarget(BaseCallback):
@@ -120,7 +130,8 @@ class TimeToTarget(BaseCallback):
         if time.time() - self.last_eval_time < Evaluator.wait_seconds(self.eval_gap, self.eval_seconds):
             return True
         start = time.time()
-        avg_return = evaluate_policy(self.model, self.eval_env, n_eval_episodes=self.eval_env.num_envs, deterministic=True)[0]
+        evaluate = evaluate_masked_policy if isinstance(self.model, MaskablePPO) else evaluate_policy  # masks on
+        avg_return = evaluate(self.model, self.eval_env, n_eval_episodes=self.eval_env.num_envs, deterministic=True)[0]
         self.last_eval_time = time.time()
         self.eval_seconds = self.last_eval_time - start
         self.best_return = max(self.best_return, avg_return)
@@ -143,11 +154,12 @@ def main(argv: list[str]):
     torch.set_num_threads(1)  # shared/BENCH.md: the peer with one torch thread, as ours
     if env_id.startswith(ROBOTICS_PREFIXES):
         make_robotics_env(env_id)  # registers gymnasium-robotics' ids, or says how to install it
-    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    masker = dict(wrapper_class=ActionMasker, wrapper_kwargs=dict(action_mask_fn=taxi_mask)) if algo == "MaskablePPO" else {}
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed, **masker)
     if "noise_std" in kwargs:
         action_dim = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
-    eval_env = make_vec_env(env_id, n_envs=Arguments.eval_times, seed=seed + 1000)  # one episode per env
+    eval_env = make_vec_env(env_id, n_envs=Arguments.eval_times, seed=seed + 1000, **masker)  # one episode per env
     policy = "MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict) else "MlpPolicy"
     model = ALGOS[algo](policy, env, seed=seed, device="cpu", verbose=0, **kwargs)
     callback = TimeToTarget(eval_env, TARGETS[env_id], eval_gap, max_time)

@@ -65,6 +65,10 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
     "BipedalWalker-v3": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentA2C", "AgentVPG",
                          "AgentTRPO", "AgentACKTR", "AgentA3C"],
 }
+# Taxi's mask of legal actions (info["action_mask"]; issue 44), for our agents and sb3-contrib's MaskablePPO alike
+SUITE["Taxi-v4"] = ["AgentDiscreteSAC", "AgentDQN", "AgentDiscretePPO"]
+TASK_SETTINGS = {"Taxi-v4": ["if_action_mask=True"]}  # the settings our runs of a task add to their defaults
+MASKED_PEERS = {"PPO": "MaskablePPO"}  # a family's peer on a task with masks
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
           "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC",
           "AgentModSAC": "SAC", "AgentInterSAC": "SAC",
@@ -76,6 +80,12 @@ FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "Agent
           "AgentACKTR": "A2C", "AgentDiscreteACKTR": "A2C",  # no ACKTR in SB3 or sb3-contrib: the loop it preconditions
           "AgentACER": "A2C"}  # nor ACER: the actor-critic it adds replay to
 PEER_PREFIX = "SB3-"
+
+
+def peer_family(agent: str, env: str) -> str:
+    """The SB3 algorithm that runs beside our agent on env: its family's, the masked one on a task with masks."""
+    family = FAMILY.get(agent, "")
+    return MASKED_PEERS.get(family, family) if env in TASK_SETTINGS else family
 
 
 def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict:
@@ -93,6 +103,7 @@ def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict
             command = [sys.executable, "AgentRun.py", f"agent={name}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
                        f"max_time={max_time}"] + ([] if loop == "default" else [f"if_multiprocess={loop != 'serial'}"])
             command += [f"num_workers={int(loop[2:])}"] if loop[2:].isdigit() else []
+            command += TASK_SETTINGS.get(env, [])
         out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max_time + 300)
         match = STOP_LINE.search(out.stdout)
         if out.returncode != 0 or match is None:
@@ -125,7 +136,7 @@ def plan_runs(options: dict) -> list[tuple[str, str, str]]:
         plan += [(env, agent, "default") for agent in agents]
         if options.get("peer", "True") == "True":
             # a family without zoo hyperparameters for the task (A2C on Pendulum-v1) has no peer there
-            plan += [(env, PEER_PREFIX + family, "sb3") for family in sorted({FAMILY[agent] for agent in agents})
+            plan += [(env, PEER_PREFIX + family, "sb3") for family in sorted({peer_family(agent, env) for agent in agents})
                      if (family, env) in ZOO]
     return plan
 
@@ -173,7 +184,7 @@ def print_table(results: dict):
             continue
         solved = [row for row in rows if row["solved"]]
         steps = f"{statistics.median(r['steps'] for r in solved):.0f}" if solved else "-"
-        peer = PEER_PREFIX + FAMILY.get(name, "")
+        peer = PEER_PREFIX + peer_family(name, env)
         peer_rows = results.get((env, peer, "sb3"))
         peer_cells = (peer, seconds_cell(peer_rows)) if peer_rows is not None else ("-", "-")
         print(f"| {env} | {name} | {rows[0]['loop']} | {len(solved)}/{len(rows)} | {seconds_cell(rows)} | {steps} | "

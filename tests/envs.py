@@ -131,3 +131,40 @@ class MatrixGame(ParallelEnv):
 
 
 CLIMBING_GAME = [[11, -30, 0], [-30, 7, 6], [0, 0, 5]]  # Claus and Boutilier (1998): optimum 11 at (0, 0)
+
+
+class MaskedEnv(gym.Env):
+    """Four actions, of which two are legal at each step t, t % 4 and (t + 1) % 4, given as info["action_mask"] or,
+    with if_dict, as a Dict observation's "action_mask" beside the observation; an illegal action raises. Reward 1
+    for action t % 4; episodes of 20 steps. A policy that ignores the mask takes an illegal action half the time."""
+
+    action_space = gym.spaces.Discrete(4)
+
+    def __init__(self, if_dict=False):
+        self.if_dict, self.t = if_dict, 0
+        observation = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
+        self.observation_space = gym.spaces.Dict({"observation": observation, "action_mask": gym.spaces.MultiBinary(4)}
+                                                 ) if if_dict else observation
+
+    def legal(self):
+        mask = np.zeros(4, np.int8)
+        mask[[self.t % 4, (self.t + 1) % 4]] = 1
+        return mask
+
+    def observe(self):
+        observation = np.array([self.t % 4 / 3, self.t / 20], np.float32)
+        if self.if_dict:
+            return {"observation": observation, "action_mask": self.legal()}, {}
+        return observation, {"action_mask": self.legal()}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.observe()
+
+    def step(self, action):
+        if not self.legal()[int(action)]:
+            raise AssertionError(f"illegal action {action} at step {self.t}, legal: {self.legal()}")
+        reward = float(action == self.t % 4)
+        self.t += 1
+        return *self.observe()[:1], reward, self.t == 20, False, self.observe()[1]

@@ -13,7 +13,8 @@ import torch.multiprocessing as mp
 import AgentRun
 from AgentNet import StateNorm
 from AgentRun import Arguments, replay, resume, train_and_evaluate
-from AgentZoo import AgentACER, AgentC51, AgentD3QN, AgentDiscretePPO, AgentPPO, AgentSAC, AgentTD3, AgentTRPO
+from AgentZoo import (AgentACER, AgentC51, AgentD3QN, AgentDiscretePPO, AgentInterSAC, AgentModSAC, AgentPPO, AgentSAC,
+                      AgentTD3, AgentTRPO)
 
 STATE_DIM = 3
 
@@ -51,7 +52,8 @@ def test_a_constant_dimension_is_not_divided_by_zero():
 
 # the modules that take states: actor, critic (each of twins), and their targets where the agent keeps them
 @pytest.mark.parametrize("agent_class, takers", [(AgentSAC, 5), (AgentTD3, 6), (AgentD3QN, 2), (AgentC51, 2),
-                                                 (AgentPPO, 2), (AgentDiscretePPO, 2), (AgentTRPO, 2), (AgentACER, 3)])
+                                                 (AgentPPO, 2), (AgentDiscretePPO, 2), (AgentTRPO, 2), (AgentACER, 3),
+                                                 (AgentModSAC, 3), (AgentInterSAC, 3)])  # one trunk for both Q heads
 def test_every_network_of_an_agent_standardises_with_the_same_statistics(agent_class, takers):
     agent = agent_class(16, STATE_DIM, 2, device="cpu", if_state_norm=True)
     states = torch.randn(64, 4, STATE_DIM) * 3 + 2  # (T, N, state_dim), as an on-policy rollout holds them
