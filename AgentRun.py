@@ -638,7 +638,7 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
 
 
 # what the plot's bottom panel draws, of the columns a run's rows hold: each family's diagnostics
-DIAGNOSTICS = ("alpha", "epsilon", "action_std", "entropy", "approx_kl", "clip_fraction", "explained_variance")
+DIAGNOSTICS = ("alpha", "epsilon", "mean_q", "action_std", "entropy", "approx_kl", "clip_fraction", "explained_variance")
 
 
 class Evaluator:
@@ -888,6 +888,47 @@ class EnvInfo:
 # either: -5 is 8 episodes that come within reach after 5 of their 50 steps on average and stay (a solved policy's mean
 # is about -2; History/UPDATE_LOG.md, 2026-11-24).
 TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0, "FetchReach-v4": -5.0}
+
+# Tasks that need a memory: the RL zoo's velocity-masked ones (CartPoleNoVel-v1, ...), by id: the base env's id and the
+# observation entries that are velocities, which read 0 (NoVelocityObservation). Registered with gymnasium when this
+# module is imported (register_no_velocity_envs), with the base's time limit and target.
+NO_VELOCITY = {"CartPoleNoVel-v1": ("CartPole-v1", (1, 3)), "PendulumNoVel-v1": ("Pendulum-v1", (2,)),
+               "LunarLanderNoVel-v3": ("LunarLander-v3", (2, 3, 5)),
+               "LunarLanderContinuousNoVel-v3": ("LunarLanderContinuous-v3", (2, 3, 5)),
+               "MountainCarContinuousNoVel-v0": ("MountainCarContinuous-v0", (1,))}
+
+
+class NoVelocityObservation(gym.ObservationWrapper):
+    """An env whose observation's velocity entries read 0, its shape kept (the RL zoo's MaskVelocityWrapper
+    convention), so that a policy must infer the velocities from the observations before: a partially observed task."""
+
+    def __init__(self, env: gym.Env, indices: tuple[int, ...]):
+        super().__init__(env)
+        self.mask = np.ones(env.observation_space.shape, dtype=env.observation_space.dtype)
+        self.mask[list(indices)] = 0
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return observation * self.mask
+
+
+def make_no_velocity_env(base_id: str, indices: tuple[int, ...], **kwargs) -> gym.Env:
+    """The base env as its entry point makes it (gym.make of the NoVel id adds the time limit and checks), masked."""
+    base = gym.spec(base_id)
+    return NoVelocityObservation(gym.envs.registration.load_env_creator(base.entry_point)(**base.kwargs | kwargs),
+                                 indices)
+
+
+def register_no_velocity_envs():
+    """Register NO_VELOCITY's ids once per process (a module imported twice, as __main__ and by name, skips)."""
+    for env_id, (base_id, indices) in NO_VELOCITY.items():
+        if env_id not in gym.registry:
+            base = gym.spec(base_id)
+            threshold = base.reward_threshold if base.reward_threshold is not None else TARGET_RETURN_WITHOUT_THRESHOLD[base_id]
+            gym.register(env_id, entry_point="AgentRun:make_no_velocity_env", max_episode_steps=base.max_episode_steps,
+                         reward_threshold=threshold, kwargs=dict(base_id=base_id, indices=indices))
+
+
+register_no_velocity_envs()
 
 
 def env_name_of(env: gym.Env) -> str:

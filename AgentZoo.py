@@ -805,7 +805,7 @@ class AgentOffPolicy(AgentBase):
         update-to-data ratio); a critic step after which if_actor_step says so also steps the actor; extra_update
         (SAC's temperature) and the targets' soft updates follow the actor's steps (if_delay_targets, TD3's delayed
         updates) or every critic step. Returns mean objectives (obj_actor NaN in a call without an actor step, so that
-        every recorder row has the same columns)."""
+        every recorder row has the same columns) and mean_q (batch_mean_q)."""
         update_times = max(1, int(buffer.add_size * repeat_times))
         buffer.add_size = 0
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
@@ -833,7 +833,15 @@ class AgentOffPolicy(AgentBase):
         stats = {"obj_critic": sum_obj_critic.item() / update_times}
         if self.act_optimizer is not None:
             stats["obj_actor"] = sum_obj_actor.item() / actor_steps if actor_steps else math.nan
-        return stats | self.extra_stats()
+        return stats | {"mean_q": self.batch_mean_q(batch)} | self.extra_stats()
+
+    @torch.no_grad()
+    def batch_mean_q(self, batch: tuple[torch.Tensor, ...]) -> float:
+        """The critic's mean Q of the call's last batch, every head, in the env's reward units (divided by
+        reward_scale) beside the returns: a value that rises past any return the task pays is overestimation. One
+        forward per call, with noisy layers at their mean (eval mode), so that it draws no random numbers."""
+        with eval_mode(self.cri):
+            return torch.stack(self.get_q_heads(*batch[:2])).mean().item() / self.reward_scale
 
     def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
         """Whether the actor and the targets step after this critic step: every policy_delay-th, counted across

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from AgentRun import Arguments, parse_overrides, prepare_env
-from AgentZoo import AgentACKTR, AgentDDPG, AgentDiscreteSAC, AgentInterSAC, AgentPPO, AgentSAC, ReplayBuffer, RolloutBuffer
+from AgentZoo import (AgentACKTR, AgentDDPG, AgentDiscreteSAC, AgentInterSAC, AgentPPO, AgentRainbow, AgentSAC, ReplayBuffer,
+                      RolloutBuffer)
 
 
 def pendulum_rollout(agent: AgentPPO, steps: int = 64) -> RolloutBuffer:
@@ -230,15 +231,15 @@ def test_a_dqn_trains_on_a_dict_observation_from_the_command_line(tmp_path):
 
 
 @pytest.mark.parametrize("agent, env, extra, columns", [
-    ("AgentDQN", "CartPole-v1", dict(break_step=1500, random_steps=1000), ["epsilon"]),
-    ("AgentSAC", "Pendulum-v1", dict(break_step=1200, random_steps=1000), ["alpha"]),
+    ("AgentDQN", "CartPole-v1", dict(break_step=1500, random_steps=1000), ["epsilon", "mean_q"]),
+    ("AgentSAC", "Pendulum-v1", dict(break_step=1200, random_steps=1000), ["alpha", "mean_q"]),
     ("AgentPPO", "Pendulum-v1", dict(break_step=4096), ["approx_kl", "approx_kl_start", "entropy", "entropy_start",
                                                          "clip_fraction", "clip_fraction_start", "explained_variance"]),
     ("AgentTRPO", "Pendulum-v1", dict(break_step=4096), ["explained_variance"]),
 ])
 def test_recorder_rows_hold_what_the_field_reads_to_debug_a_run(agent, env, extra, columns, tmp_path):
     """Every row: the evaluation's min, max and mean episode length beside its mean; each family's own diagnostics
-    (epsilon, alpha; PPO's approximate KL, clip fraction and entropy at the round's first minibatch and over it; the
+    (epsilon, alpha, the off-policy critic's mean Q; PPO's approximate KL, clip fraction and entropy at the round's first minibatch and over it; the
     on-policy critic's explained variance)."""
     import csv
 
@@ -259,6 +260,21 @@ def test_recorder_rows_hold_what_the_field_reads_to_debug_a_run(agent, env, extr
         assert all(float(row["explained_variance"]) <= 1 for row in rows)
     if agent == "AgentDQN":
         assert float(rows[-1]["epsilon"]) == 0.1
+
+
+def test_mean_q_is_the_critics_mean_value_of_the_batch_in_the_envs_reward_units():
+    sac = AgentSAC(32, 3, 1, device="cpu", reward_scale=0.5)
+    state, action = torch.randn(16, 3), torch.rand(16, 1) * 2 - 1
+    q1, q2 = sac.cri.get_q_heads(state, action)
+    assert sac.batch_mean_q((state, action)) == pytest.approx(((q1 + q2) / 2).mean().item() / 0.5, rel=1e-5)
+    rainbow = AgentRainbow(32, 3, 2, device="cpu")  # noisy layers at their mean: no random numbers drawn
+    batch = (state, torch.randint(2, (16, 1)))
+    torch.manual_seed(0)
+    first = rainbow.batch_mean_q(batch), torch.rand(1)
+    torch.manual_seed(0)
+    assert (rainbow.batch_mean_q(batch), torch.rand(1)) == first and rainbow.cri.training
+    rainbow.cri.eval()
+    assert first[0] == pytest.approx(rainbow.cri(state).gather(1, batch[1]).mean().item() / rainbow.reward_scale, rel=1e-5)
 
 
 def fake_run(path, seed: int, returns: list[float], lr: float = 1e-3):

@@ -1,0 +1,39 @@
+"""Issue 43: the tasks that need a memory, by name: the RL zoo's velocity-masked tasks, registered when AgentRun is
+imported, with the base task's time limit and target."""
+import csv
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import AgentRun
+from AgentRun import NO_VELOCITY
+
+
+@pytest.mark.parametrize("env_id", sorted(NO_VELOCITY))
+def test_the_velocities_read_zero_and_the_rest_is_the_base_tasks(env_id):
+    base_id, indices = NO_VELOCITY[env_id]
+    env, base = gym.make(env_id), gym.make(base_id)
+    observation, base_observation = env.reset(seed=3)[0], base.reset(seed=3)[0]
+    action = env.action_space.sample()
+    for _ in range(5):  # the same dynamics: the other entries follow the base task's
+        observation, reward, *_ = env.step(action)
+        base_observation, base_reward, *_ = base.step(action)
+    velocities = np.zeros(observation.shape, bool)
+    velocities[list(indices)] = True
+    assert (observation[velocities] == 0).all() and (base_observation[velocities] != 0).any()
+    np.testing.assert_array_equal(observation[~velocities], base_observation[~velocities])
+    assert reward == base_reward and env.spec.max_episode_steps == base.spec.max_episode_steps
+    info = AgentRun.prepare_env(env_id)[1]
+    assert info.target_return == AgentRun.prepare_env(base_id)[1].target_return and info.state_dim == observation.shape[0]
+
+
+def test_a_run_by_name_from_the_command_line(tmp_path):
+    """A fresh process, where AgentRun is __main__ and the id's entry point imports it by name too."""
+    cwd = tmp_path / "run"
+    subprocess.run([sys.executable, "AgentRun.py", "agent=AgentDiscretePPO", "env=CartPoleNoVel-v1", "break_step=1024",
+                    "eval_times=2", f"cwd={cwd}"], cwd=AgentRun.__file__.rsplit("/", 1)[0], check=True,
+                   capture_output=True, text=True)
+    assert len(list(csv.DictReader(open(cwd / "recorder.csv")))) >= 1
