@@ -236,7 +236,7 @@ def test_update_net_returns_floats_and_moves_targets():
                   torch.ones(40), torch.randn(40, STATE_DIM))
     target_before = [p.clone() for p in agent.cri_target.parameters()]
     stats = agent.update_net(buffer, batch_size=16, repeat_times=0.25)
-    assert set(stats) == {"obj_critic", "obj_actor", "alpha"} and all(isinstance(v, float) for v in stats.values())
+    assert set(stats) == {"obj_critic", "obj_actor", "mean_q", "alpha"} and all(isinstance(v, float) for v in stats.values())
     assert buffer.add_size == 0
     assert all(not p.requires_grad for p in agent.cri_target.parameters())
     assert any(not torch.equal(p, q) for p, q in zip(agent.cri_target.parameters(), target_before))

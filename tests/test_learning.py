@@ -101,7 +101,7 @@ def test_command_line_sac_solves_pendulum_and_writes_its_outputs(tmp_path):
     with open(cwd / "recorder.csv") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["step", "seconds", "avg_return", "std_return", "explore_return", "min_return", "max_return",
-                             "avg_length", "obj_critic", "obj_actor", "alpha"]
+                             "avg_length", "obj_critic", "obj_actor", "mean_q", "alpha"]
     assert float(rows[-1]["avg_return"]) >= -200
     assert [int(r["step"]) for r in rows] == sorted(int(r["step"]) for r in rows)
 

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 """
 HELPERS = ["RefusedError", "soft_update", "optimizer_step", "new_adam", "merged_moments", "frozen_copy", "ColoredNoise",
-           "episode_length", "n_step_returns", "ReplayBuffer"]
+           "episode_length", "n_step_returns", "eval_mode", "ReplayBuffer"]
 
 
 def copy_into_module(tmp_path, from_net: list[str], from_zoo: list[str]):
@@ -61,7 +61,7 @@ def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
         buffer.extend(*agent.explore_env(env, 200))
         stats = agent.update_net(buffer, batch_size=128, repeat_times=1.0)
     after = evaluate(env, agent)
-    assert set(stats) == {"obj_critic", "obj_actor", "alpha"}
+    assert set(stats) == {"obj_critic", "obj_actor", "mean_q", "alpha"}
     print(f'deterministic return before {before:.0f}, after {after:.0f}')
     assert after > -600 and after > before + 300, (before, after)
     normed = my_sac.AgentSAC(128, 3, 1, device="cpu", if_state_norm=True)  # the copy standardises states too
@@ -73,7 +73,7 @@ def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
     my_rainbow = copy_into_module(
         tmp_path, ["layer_init_orthogonal", "NoisyLinear", "NetShape", "net_shape", "build_mlp", "mlp", "StateNorm", "QNet", "QNetDuel", "QNetDist",
                    "QNetDistDuel", "Actor", "Critic"],  # AgentOffPolicy names DDPG's networks as its defaults
-        HELPERS + ["eval_mode", "project_distribution", "PrioritizedReplayBuffer", "AgentBase", "AgentOffPolicy",
+        HELPERS + ["project_distribution", "PrioritizedReplayBuffer", "AgentBase", "AgentOffPolicy",
                    "AgentDQN", "AgentC51", "AgentRainbow"])
     torch.manual_seed(0)
     env = gym.make("CartPole-v1")

@@ -159,9 +159,11 @@ def test_vpg_and_trpo_are_overrides():
         "train_defaults", "update_net", "update_actor", "fit_critic", "critic_step"}  # the last two: COMA's hooks too
     assert AgentTRPO.train_defaults == AgentVPG.train_defaults | {"target_step": 2048}
     assert AgentVPG.get_obj_actor is AgentDiscreteA2C.get_obj_actor
-    for cls in (AgentDiscreteVPG, AgentDiscreteTRPO):
-        assert set(vars(cls)) <= {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__"}
+    for cls, own in ((AgentDiscreteVPG, set()), (AgentDiscreteTRPO, {"hyper_defaults"})):
+        assert set(vars(cls)) - {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__"} == own
         assert cls.if_discrete and cls.act_class is ActorDiscretePPO
+    # discrete TRPO's own: TRPO's hyperparameters and the discrete agents' action masks (issue 44)
+    assert AgentDiscreteTRPO.hyper_defaults == AgentTRPO.hyper_defaults | {"if_action_mask": False}
     assert AgentDiscreteVPG.hyper_defaults["entropy_coef"] == AgentDiscreteA2C.hyper_defaults["entropy_coef"]
     assert AgentTRPO.hyper_defaults["max_kl"] == 0.01
     assert AgentDiscreteTRPO.hyper_defaults["entropy_coef"] == 0.0  # the paper's surrogate, without a bonus
