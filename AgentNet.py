@@ -602,6 +602,29 @@ class TeamCriticDiscrete(TeamCritic):
         return super().forward(state, action)
 
 
+class TeamCriticLocal(TeamCritic):
+    """Decentralised critics, the MADDPG paper's DDPG baseline (Lowe et al. arXiv:1706.02275, section 5): agent i's
+    Q_i(o_i, a_i) on its own observation and action only, one network each. TeamCritic's inputs and outputs, so that
+    MADDPG's update serves it unchanged: critic i reads agent i's slice of the team's state and of its joint action."""
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
+        nn.Module.__init__(self)  # not TeamCritic's: its critics take every agent's inputs
+        self.critics = nn.ModuleList(Critic(net_dim, state_dim, action_dim) for _ in range(num_agents))
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """As TeamCritic.forward: state (B, num_agents * state_dim), a joint action (B, num_agents * action_dim) or one
+        per critic (num_agents, B, num_agents * action_dim) -> every agent's Q (num_agents, B)."""
+        num_agents = len(self.critics)
+        obs = state.unflatten(-1, (num_agents, -1))  # (B, num_agents, state_dim)
+        actions = action if action.dim() == 3 else action.expand(num_agents, *action.shape)
+        actions = actions.unflatten(-1, (num_agents, -1))  # (num_agents, B, num_agents, action_dim)
+        return torch.stack([critic(obs[:, i], actions[i, :, i]) for i, critic in enumerate(self.critics)])
+
+
+class TeamCriticLocalDiscrete(TeamCriticDiscrete, TeamCriticLocal):
+    """TeamCriticLocal on one-hot actions, encoded as TeamCriticDiscrete encodes them."""
+
+
 class TeamActorPPO(ActorPPO):
     """MAPPO's actor for continuous actions: one Gaussian policy shared by every agent (parameter sharing), on the
     agent's own observation and a one-hot of its index (with_agent_ids); a team's state (..., num_agents * state_dim)

@@ -27,7 +27,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, COMACritic, Critic, CriticValue, CriticTwin,
                       CriticTwinEncoded, CriticTwinShared, Greedy, legal_only, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel,
                       QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO, TeamCritic,
-                      TeamCriticDiscrete, TeamCriticValue, VDNNet)
+                      TeamCriticDiscrete, TeamCriticLocalDiscrete, TeamCriticValue, VDNNet)
 
 # ---- helpers ----
 
@@ -1994,6 +1994,15 @@ class AgentDiscreteMADDPG(AgentMADDPG):
     def get_team_actions(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         own = nn.functional.gumbel_softmax(self.act.get_logits(state), hard=True)  # (B, num_agents, action_dim)
         return own, nn.functional.one_hot(action, self.action_dim).float()
+
+
+class AgentDiscreteIDDPG(AgentDiscreteMADDPG):
+    """Independent DDPG, the MADDPG paper's DDPG baseline (Lowe et al. arXiv:1706.02275, section 5 and Figure 3):
+    each agent a DDPG learner of its own reward with a decentralised critic Q_i(o_i, a_i) on its own observation and
+    action (AgentNet.TeamCriticLocalDiscrete); discrete MADDPG's actors, exploration and settings otherwise, as the
+    paper gave both Gumbel-softmax actors, so that the two differ only in what the critics see."""
+
+    cri_class = TeamCriticLocalDiscrete
 
 
 class AgentQTRAN(AgentQMIX):
