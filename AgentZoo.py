@@ -1874,7 +1874,8 @@ class MultiAgent:
         if not (common_reward or cls.if_agent_rewards):
             raise RefusedError(f"common_reward=False is not accepted: {cls.__name__} learns one value of the team's common "
                                f"reward, the sum of the agents' rewards (EPyMARL's common_reward); AgentMADDPG, "
-                               f"AgentDiscreteMADDPG, AgentMAPPO and AgentDiscreteMAPPO learn from each agent's own reward")
+                               f"AgentDiscreteMADDPG, AgentDiscreteIDDPG, AgentMAPPO and AgentDiscreteMAPPO learn from each "
+                               f"agent's own reward")
 
     def learned_reward(self, reward, info: dict):
         """The team's reward, the sum of its agents' (the env's: AgentRun.MultiAgentEnv); for an agent with a value per

@@ -68,8 +68,8 @@ def test_agents_with_a_value_each_store_each_agents_reward_from_a_vector_env(age
 def test_agents_of_one_team_value_refuse_each_agents_own_reward(agent, tmp_path):
     cwd = tmp_path / "run"
     with pytest.raises(ValueError, match=rf"common_reward=False is not accepted: {agent} learns one value of the team's "
-                                         rf"common reward.*AgentMADDPG, AgentDiscreteMADDPG, AgentMAPPO and "
-                                         rf"AgentDiscreteMAPPO learn from each agent's own reward"):
+                                         rf"common reward.*AgentMADDPG, AgentDiscreteMADDPG, AgentDiscreteIDDPG, "
+                                         rf"AgentMAPPO and AgentDiscreteMAPPO learn from each agent's own reward"):
         train_and_evaluate(Arguments(agent=agent, env=SelfishGame(), cwd=str(cwd), common_reward=False))
     assert not cwd.exists()  # refused before anything was written
 
