@@ -462,6 +462,59 @@ class CriticValue(nn.Module):
         return self.net(self.state_norm(state)).squeeze(-1)  # (batch,)
 
 
+class RecurrentCore(nn.Module):
+    """An MLP encoder and an LSTM cell: states (T, N, state_dim) of N env copies -> features (T, N, width), the memory
+    (h, c) carried from step to step and zeroed before every step that starts an episode, so a sequence never reads
+    another episode's memory (the masking of SB3's RecurrentPPO; R2D2, arXiv:1810.06059, stores the state at each
+    sequence's start, as the rollout does here). A memory is one tensor (2, N, width): h and c stacked."""
+
+    def __init__(self, net_dim: "int | NetShape", state_dim: int):
+        super().__init__()
+        self.width = net_shape(net_dim).widths[-1]
+        self.encoder = mlp(net_dim, state_dim, None)
+        self.cell = nn.LSTMCell(self.width, self.width)
+
+    def zero_memory(self, num_envs: int, device) -> torch.Tensor:
+        return torch.zeros((2, num_envs, self.width), device=device)  # (2, N, width): h and c
+
+    def forward(self, state: torch.Tensor, memory: torch.Tensor, episode_start: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """state (T, N, state_dim) from memory (2, N, width), episode_start (T, N) 1 where step t starts an episode ->
+        features (T, N, width) and memories (T + 1, 2, N, width): memories[t] the one step t received (before its
+        zeroing), memories[T] the one after the last step. Acting is T = 1."""
+        x = self.encoder(state)  # (T, N, width)
+        memories, features = [memory], []
+        for t in range(state.shape[0]):
+            h, c = memory * (1 - episode_start[t].float()).view(1, -1, 1)  # a new episode starts from zeros
+            memory = torch.stack(self.cell(x[t], (h, c)))  # (2, N, width)
+            memories.append(memory)
+            features.append(memory[0])
+        return torch.stack(features), torch.stack(memories)
+
+
+class Recurrent:
+    """What makes a network of the on-policy family a recurrent one: a RecurrentCore (`core`) in front, and the
+    network's own head (one linear layer) on the core's features instead of on states. Put it first among the bases:
+    class ActorRecurrentPPO(Recurrent, ActorPPO). The head's methods take the features, core(...)[0]."""
+
+    def __init__(self, net_dim: "int | NetShape", state_dim: int, action_dim: int = 0):
+        width = net_shape(net_dim).widths[-1]
+        super().__init__(NetShape(()), width, action_dim)  # no hidden layer: the head is one Linear on the features
+        self.core = RecurrentCore(net_dim, state_dim)
+
+
+class ActorRecurrentPPO(Recurrent, ActorPPO):
+    """ActorPPO's Gaussian on an LSTM's features (Recurrent)."""
+
+
+class ActorDiscreteRecurrentPPO(Recurrent, ActorDiscretePPO):
+    """ActorDiscretePPO's categorical policy on an LSTM's features (Recurrent)."""
+
+
+class CriticRecurrentValue(Recurrent, CriticValue):
+    """CriticValue on an LSTM's features (Recurrent): V of the state and the memory of its episode so far."""
+
+
 # ---- multi-agent networks (a team's states: every agent's observation side by side) ----
 
 
