@@ -47,7 +47,7 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 import AgentZoo
 from AgentNet import NetShape
 from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer, RefusedError, ReplayBuffer,
-                      RolloutBuffer, SegmentReplayBuffer, load_weights)
+                      RecurrentRolloutBuffer, RolloutBuffer, SegmentReplayBuffer, load_weights)
 
 
 # ---- the user's surface: the demos, the run's arguments ----
@@ -265,6 +265,10 @@ class Arguments:
         if self.if_multiprocess is None:
             self.if_multiprocess = agent_settings(self.agent).get("if_multiprocess", False)
         self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
+        if self.if_multiprocess and self.agent.if_recurrent:  # an explorer process's memories would need carrying
+            raise RefusedError(f"if_multiprocess=True (num_workers={self.num_workers}) is not accepted: "
+                               f"{self.agent.__name__} carries memories per env copy in the serial loop only; pass "
+                               f"if_multiprocess=False and num_workers=1, or leave both at their defaults")
 
     def check_hindsight(self, env_info: "EnvInfo"):
         """HindsightReplayBuffer relabels one-step transitions of a goal env, drawn uniformly."""
@@ -634,7 +638,7 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
                                                                           num_rewards=num_rewards)
     if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
         return SegmentReplayBuffer(args.max_memo, device)
-    return RolloutBuffer(device)
+    return RecurrentRolloutBuffer(device) if args.agent.if_recurrent else RolloutBuffer(device)
 
 
 # what the plot's bottom panel draws, of the columns a run's rows hold: each family's diagnostics
@@ -811,6 +815,7 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
     states = [env.reset()[0] for env in envs]
     returns, lengths, successes = [0.0] * len(envs), [0] * len(envs), [math.nan] * len(envs)
     running = list(range(len(envs)))
+    agent.reset_memory(len(envs))  # a recurrent agent's episodes each start from a zero memory
     while running:
         if frames is not None and running[0] == 0:
             frames.append(envs[0].render())
@@ -824,6 +829,7 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
                 still_running.append(i)
             elif "is_success" in info:
                 successes[i] = float(info["is_success"])
+        agent.keep_memory([running.index(i) for i in still_running])
         running = still_running
     return list(zip(returns, lengths, successes))
 
@@ -1742,6 +1748,9 @@ def check_torchrun(args: Arguments):
     """Under torchrun every rank runs train_distributed's loop: one process, plain gradient steps. Checked on the values
     as given, before the agent's defaults fill them (Arguments.resolve)."""
     name, world = args.agent.__name__, torchrun_world()[1]
+    if args.agent.if_recurrent:
+        raise RefusedError(f"{name} is not accepted under torchrun yet: its memories per env copy run in the serial loop "
+                           f"only; run python AgentRun.py")
     if not args.agent.if_data_parallel:
         parallel = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if cls.if_data_parallel)
         raise RefusedError(f"{name} is not accepted under torchrun: its steps are not plain gradient steps that the "

@@ -24,7 +24,8 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from AgentNet import (Actor, ActorDiscretePPO, ActorPPO, ActorSAC, COMACritic, Critic, CriticValue, CriticTwin,
+from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorPPO, ActorRecurrentPPO, ActorSAC,
+                      COMACritic, Critic, CriticRecurrentValue, CriticValue, CriticTwin,
                       CriticTwinEncoded, CriticTwinShared, Greedy, legal_only, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel,
                       QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO, TeamCritic,
                       TeamCriticDiscrete, TeamCriticLocalDiscrete, TeamCriticValue, VDNNet)
@@ -493,6 +494,17 @@ class RolloutBuffer:
         return advantages, advantages + values
 
 
+class RecurrentRolloutBuffer(RolloutBuffer):
+    """The rollout of a recurrent agent (AgentRecurrentPPO): RolloutBuffer's tensors, then the memories the rollout
+    started from and where its episodes start, which learning replays the rollout's sequences from."""
+
+    def extend(self, *rollout: torch.Tensor):
+        *transitions, start_memory, episode_start = rollout
+        super().extend(*transitions)
+        self.start_memory = start_memory.to(self.device)  # (2, 2, N, width): the actor's (h, c), then the critic's
+        self.episode_start = episode_start.to(self.device)  # (T, N) 1 where step t starts an episode: memory zeroed
+
+
 class SegmentReplayBuffer(RolloutBuffer):
     """ACER's replay (Wang et al. arXiv:1611.01224, section 3): the newest rollouts, max_len transitions in all,
     each kept whole as num_envs trajectory segments of horizon steps with the behaviour policy's log-probs of every
@@ -563,6 +575,9 @@ class AgentBase:
     # name it
     if_action_mask = False
     if_multi_agent = False  # True: a team's agent (MultiAgent), num_agents of them on a PettingZoo env
+    # True: its networks carry a memory per env copy (AgentRecurrentPPO), which the evaluator restarts per episode
+    # (reset_memory, keep_memory); the serial loop only
+    if_recurrent = False
     num_agents = 1
     if_agent_rewards = False  # True: a team's agent with a value per agent, which can learn each agent's own reward
     # the actor's step size, None: learning_rate (Spinning Up's pi_lr beside q_lr); a hyperparameter of the agents with
@@ -612,6 +627,14 @@ class AgentBase:
         state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
         action = self.act(state) if deterministic else self.explore_action(state)
         return action.cpu().numpy()
+
+    def reset_memory(self, num_envs: int):
+        """A recurrent agent's acting memory (select_action) at zero for num_envs episodes that start side by side
+        (AgentRun.run_episodes); nothing for an agent without memory."""
+
+    def keep_memory(self, rows: list[int]):
+        """Keep the rows of the acting memory whose episodes go on, in that order (the others ended); nothing for an
+        agent without memory."""
 
     def policy_module(self) -> nn.Module:
         """The deterministic policy as one module, states -> the actions select_action(deterministic=True) takes (the
@@ -1254,6 +1277,7 @@ class AgentOnPolicy(AgentBase):
             state_t = torch.as_tensor(state, dtype=torch.float32, device=self.device)
             action, log_prob = self.get_action_behaviour(state_t)
             next_state, reward, terminated, truncated, info = env.step(self.act.convert_action_for_env(action).cpu().numpy())
+            self.end_step(terminated | truncated)
             for store, value in zip(rollout, (state_t, action, log_prob, self.learned_reward(reward, info), ~terminated,
                                               ~(terminated | truncated), final_observations(next_state, info)), strict=True):
                 store.append(torch.as_tensor(value, device=self.device))
@@ -1267,6 +1291,14 @@ class AgentOnPolicy(AgentBase):
     def get_action_behaviour(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A sampled action and what the rollout keeps of the policy that chose it: its log-prob, (N,) each."""
         return self.act.get_action_log_prob(state)
+
+    def end_step(self, done: np.ndarray):
+        """What the agent keeps of which env copies' episodes the last step ended, (N,) bool: nothing here (a recurrent
+        agent zeroes their memories before the next step)."""
+
+    def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(action|state) and the policy's entropy by the actor (a recurrent agent's state is a sequence's index)."""
+        return self.act.get_log_prob_entropy(state, action)
 
     @torch.no_grad()
     def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
@@ -1303,7 +1335,7 @@ class AgentOnPolicy(AgentBase):
         acted: at pi = pi_old, where every loop starts a round, its gradient is the policy gradient (TRPO paper
         arXiv:1502.05477, eq. 14); TRPO also takes its value away from pi_old."""
         state, action, old_log_prob, advantage = batch
-        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
+        log_prob, entropy = self.get_log_prob_entropy(state, action)
         return -((log_prob - old_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
 
 
@@ -1433,7 +1465,7 @@ class AgentPPO(AgentA2C):
         minibatch 0 where the learner's own policy acted: the ratio starts at 1); approx_kl, KL(pi_old || pi) estimated
         as the mean of (ratio - 1) - log ratio, unbiased and never negative (Schulman's k3; SB3's approx_kl), which
         target_kl compares; entropy, the policy's mean entropy."""
-        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
+        log_prob, entropy = self.get_log_prob_entropy(state, action)
         log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
         return {"clip_fraction": ((ratio - 1).abs() > self.ratio_clip).float().mean(),
@@ -1442,7 +1474,7 @@ class AgentPPO(AgentA2C):
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Clipped surrogate objective (PPO paper, eq. 7) plus the entropy bonus, negated for descent."""
         state, action, old_log_prob, advantage = batch
-        log_prob, entropy = self.act.get_log_prob_entropy(state, action)
+        log_prob, entropy = self.get_log_prob_entropy(state, action)
         ratio = (log_prob - old_log_prob).exp()  # pi_new(a|s) / pi_old(a|s), pi_old the policy that acted
         surrogate = torch.min(ratio * advantage, ratio.clamp(1 - self.ratio_clip, 1 + self.ratio_clip) * advantage)
         return -(surrogate + self.entropy_coef * entropy).mean()
@@ -1454,6 +1486,145 @@ class AgentDiscretePPO(DiscreteOnPolicy, AgentPPO):
     hyper_defaults = AgentPPO.hyper_defaults | DiscreteOnPolicy.discrete_defaults
     # the serial loop: faster than processes on CartPole-v1 (History/UPDATE_LOG.md, 2026-11-22)
     train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)
+
+
+# ---- recurrent PPO (an LSTM's memory per env copy) ----
+
+
+def sequences(tensor: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """(T, N, ...) -> (T // seq_len * N, seq_len, ...): each env copy's column cut into sequences of seq_len steps,
+    sequence k * N + n the k-th of copy n."""
+    return tensor.unflatten(0, (-1, seq_len)).transpose(1, 2).flatten(0, 1)
+
+
+class AgentRecurrentPPO(AgentPPO):
+    """PPO with an LSTM in front of the actor and of the critic (AgentNet.Recurrent), for partially observed envs
+    (CartPoleNoVel-v1). Every PPO rule is AgentPPO's; what memory changes:
+    - exploring: each env copy's memories (the actor's and the critic's) go on across steps and rounds and are zeroed
+      before the step that starts its next episode, terminated or truncated alike; the rollout stores the memories it
+      started from and the episode starts. A fresh agent (a new run, or a resumed one, whose checkpoint keeps no
+      memory and whose explorer starts new episodes) starts every copy's memory at zero with a new episode;
+    - learning: one pass over the whole rollout from the stored memories (no gradient) gives the values, the next
+      states' values and the memory at every step; each copy's column is cut into sequences of seq_len steps, each
+      started from its recomputed memory, and minibatches are whole sequences (batch_size // seq_len of them), through
+      which the gradient flows back (truncated back-propagation through time, as R2D2 arXiv:1810.06059 replays stored
+      states; SB3's RecurrentPPO zeroes the memory at episode starts inside a sequence the same way). The first
+      minibatch of a round replays the memories the policy acted with, so its ratio starts at 1;
+    - evaluating: select_action acts from the memory that reset_memory zeroes per episode (AgentRun.run_episodes).
+    Refused: state normalisation, masks of legal actions, processes, torchrun and export (AgentRun says so)."""
+
+    if_recurrent = True
+    act_class, cri_class = ActorRecurrentPPO, CriticRecurrentValue
+    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)  # the serial loop only (AgentRun)
+    hyper_defaults = ({name: value for name, value in AgentPPO.hyper_defaults.items() if name != "if_state_norm"}
+                      | dict(seq_len=16))  # steps of a learning sequence; must divide target_step // num_envs
+    memory = None  # (2, 2, N, width) the actor's and the critic's (h, c) of each explored env copy
+    episode_start = None  # (N,) 1 where the next explored step starts an episode
+    act_memory = None  # (2, E, width) the actor's (h, c) of each episode that select_action acts in
+    sequence_inputs = None  # this round's sequences (get_rollout_batch), which a minibatch's indices select
+
+    @torch.no_grad()
+    def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """state (E, state_dim) of the E episodes that reset_memory started (and keep_memory kept) -> action (E, ...),
+        each from its episode's memory, which it carries on."""
+        state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+        if self.act_memory is None or state.dim() != 2 or state.shape[0] != self.act_memory.shape[1]:
+            raise RefusedError(f"{type(self).__name__}.select_action takes a batch (E, state_dim) of the E episodes "
+                               f"that reset_memory(E) started (got shape {tuple(state.shape)}); call reset_memory(E) at "
+                               f"their start, keep_memory(rows) when some end")
+        no_start = torch.zeros((1, state.shape[0]), device=self.device)  # (1, E): reset_memory zeroed the new ones
+        features, memories = self.act.core(state[None], self.act_memory, no_start)
+        self.act_memory = memories[-1]
+        action = self.act(features[0]) if deterministic else self.act.get_action_log_prob(features[0])[0]
+        return self.act.convert_action_for_env(action).cpu().numpy()
+
+    def reset_memory(self, num_envs: int):
+        self.act_memory = self.act.core.zero_memory(num_envs, self.device)
+
+    def policy_module(self) -> nn.Module:
+        raise RefusedError(f"{type(self).__name__} is not accepted by export yet: its policy acts from a memory that "
+                           f"states alone do not give; export takes the agents without memory (if_recurrent=False)")
+
+    def keep_memory(self, rows: list[int]):
+        self.act_memory = self.act_memory[:, rows]
+
+    def explore_env(self, env, horizon: int) -> tuple[torch.Tensor, ...]:
+        """AgentOnPolicy.explore_env's tensors, then the memories the rollout started from (2, 2, N, width) and the
+        episode starts (T, N) (RecurrentRolloutBuffer.extend)."""
+        if self.memory is None or self.last_state is None:  # every copy starts a new episode
+            self.memory = torch.stack([net.core.zero_memory(env.num_envs, self.device) for net in (self.act, self.cri)])
+            self.episode_start = torch.ones(env.num_envs, device=self.device)
+        start_memory, first_start = self.memory, self.episode_start
+        rollout = super().explore_env(env, horizon)
+        episode_start = torch.cat((first_start[None], 1 - rollout[5][:-1]))  # (T, N): a step after one that ended
+        return (*rollout, start_memory, episode_start)
+
+    def get_action_behaviour(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        start = self.episode_start[None]  # (1, N)
+        features, act_memories = self.act.core(state[None], self.memory[0], start)
+        cri_memories = self.cri.core(state[None], self.memory[1], start)[1]  # the critic's memory follows the episode
+        self.memory = torch.stack((act_memories[-1], cri_memories[-1]))
+        return self.act.get_action_log_prob(features[0])
+
+    def end_step(self, done: np.ndarray):
+        self.episode_start = torch.as_tensor(done, dtype=torch.float32, device=self.device)
+
+    def update_net(self, buffer: RecurrentRolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
+        """repeat_times epochs over the rollout's sequences, batch_size // seq_len (at least one) per minibatch."""
+        return self.update_minibatches(buffer, max(1, batch_size // self.seq_len), repeat_times)
+
+    @torch.no_grad()
+    def get_rollout_batch(self, buffer: RecurrentRolloutBuffer) -> tuple[torch.Tensor, ...]:
+        """AgentOnPolicy.get_rollout_batch's values by sequence: (S,) sequence indices in place of states, then
+        actions, log-probs, advantages and returns (S, seq_len, ...), S = T // seq_len * N; keeps the sequences'
+        states, episode starts and first memories for the minibatches (sequence_inputs)."""
+        num_steps, num_envs = buffer.rewards.shape
+        if num_steps % self.seq_len:
+            raise RefusedError(f"seq_len={self.seq_len} is not accepted with rollouts of {num_steps} steps per env copy "
+                               f"(target_step // num_envs): seq_len must divide it, so that sequences are whole")
+        act_memories = self.act.core(buffer.states, buffer.start_memory[0], buffer.episode_start)[1]  # (T + 1, 2, N, W)
+        cri_features, cri_memories = self.cri.core(buffer.states, buffer.start_memory[1], buffer.episode_start)
+        values = self.cri(cri_features)  # (T, N)
+        # V(next_states[t]) from the memory after step t: the value of the next step's state where the episode goes
+        # on, of the final observation of a truncated one; one batched step for all T * N
+        after = cri_memories[1:].transpose(0, 1).flatten(1, 2)  # (2, T * N, W)
+        next_features = self.cri.core(buffer.next_states.flatten(0, 1)[None], after,
+                                      torch.zeros((1, num_steps * num_envs), device=self.device))[0]
+        next_values = self.cri(next_features[0]).view(num_steps, num_envs)  # (T, N)
+        advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
+        self.explained_variance = (1 - (returns - values).var() / returns.var().clamp(min=1e-8)).item()
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # normalised per rollout
+
+        def first_memories(memories: torch.Tensor) -> torch.Tensor:  # (T + 1, 2, N, W) -> (S, 2, W) at each start
+            return sequences(memories[:-1].transpose(1, 2), self.seq_len)[:, 0]
+
+        self.sequence_inputs = (sequences(buffer.states, self.seq_len), sequences(buffer.episode_start, self.seq_len),
+                                first_memories(act_memories), first_memories(cri_memories))
+        num_sequences = self.sequence_inputs[0].shape[0]
+        return (torch.arange(num_sequences, device=self.device),
+                *(sequences(tensor, self.seq_len) for tensor in (buffer.actions, buffer.log_probs, advantages, returns)))
+
+    def features(self, net: nn.Module, index: torch.Tensor, memory_column: int) -> torch.Tensor:
+        """The core of net (the actor or the critic) over the sequences of index (B,) from their first memories ->
+        features (B, seq_len, W), with the gradient through the whole sequence."""
+        states, episode_start, *first_memory = (tensor[index] for tensor in self.sequence_inputs)
+        memory = first_memory[memory_column].transpose(0, 1)  # (2, B, W)
+        features = net.core(states.transpose(0, 1), memory, episode_start.transpose(0, 1))[0]  # (seq_len, B, W)
+        return features.transpose(0, 1)
+
+    def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.act.get_log_prob_entropy(self.features(self.act, state, 0), action)
+
+    def get_obj_critic(self, state: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
+        return self.criterion(self.cri(self.features(self.cri, state, 1)), ret)
+
+
+class AgentDiscreteRecurrentPPO(DiscreteOnPolicy, AgentRecurrentPPO):
+    """Recurrent PPO with a categorical policy on the LSTM's features (no masks of legal actions: the head sees
+    features, not the states that would carry a mask)."""
+
+    act_class = ActorDiscreteRecurrentPPO
+    hyper_defaults = AgentRecurrentPPO.hyper_defaults | dict(entropy_coef=0.01)
 
 
 # ---- asynchronous advantage actor-critic (A3C) ----
