@@ -131,6 +131,8 @@ class Arguments:
     ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
     target_kl: float | None = None  # PPO: a round's epochs stop once the approximate KL to the policy that acted passes
     #   this (Spinning Up's PPO), > 0; None: they never stop early
+    seq_len: int | None = None  # recurrent PPO: steps of a learning sequence (truncated back-propagation through
+    #   time), >= 1, a divisor of target_step // num_envs
     entropy_coef: float | None = None  # PPO, A2C, VPG, TRPO: weight of the entropy bonus, >= 0
     max_kl: float | None = None  # TRPO: the trust region, the largest mean KL(old || new policy) of a step, > 0
     kl_clip: float | None = None  # ACKTR: the trust region of each step in the Fisher's KL; ACER: of the linearised
@@ -316,7 +318,7 @@ class Arguments:
             "noise_beta": (lambda v: v >= 0, ">= 0"), "random_beta": (lambda v: v >= 0, ">= 0"),
             "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
             "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-            "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
+            "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "seq_len": (lambda v: v >= 1, ">= 1"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
             "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"), "damping": (lambda v: v > 0, "> 0"),
             "rho_clip": (lambda v: v > 0, "> 0"),
             "lambda_opt": (lambda v: v >= 0, ">= 0"), "lambda_nopt": (lambda v: v >= 0, ">= 0"),
