@@ -1,0 +1,135 @@
+"""Issue 43: recurrent PPO. Each env copy's memory is carried across steps and rounds and zeroed exactly at its episode
+starts; learning replays the rollout's sequences from the stored memories (ratio 1 at a round's first minibatch);
+evaluation runs each episode from a zero memory; what the agent cannot do yet is refused, saying what is accepted."""
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from AgentRun import Arguments, prepare_env, run_episodes, train_and_evaluate
+from AgentZoo import AgentDiscreteRecurrentPPO, AgentRecurrentPPO, RecurrentRolloutBuffer, RefusedError, sequences
+from envs import CounterEnv, make_counter_vector_env
+
+
+def explored_agent(horizon=8, rounds=1, seq_len=4):
+    """A recurrent agent that explored `rounds` rollouts of the counter vector env: copy 0 terminates every 3 steps,
+    copy 1 is truncated every 2; returns the agent and its rollouts."""
+    torch.manual_seed(0)
+    env = make_counter_vector_env()
+    agent = AgentDiscreteRecurrentPPO(16, 1, 2, device="cpu", seq_len=seq_len)
+    agent.last_state = env.reset(seed=0)[0]
+    return agent, [agent.explore_env(env, horizon) for _ in range(rounds)]
+
+
+def test_memory_is_zeroed_exactly_at_each_copys_episode_starts():
+    agent, (first, second) = explored_agent(rounds=2)
+    states, episode_start = torch.cat((first[0], second[0])), torch.cat((first[-1], second[-1]))  # (16, 2, 1), (16, 2)
+    expected = torch.zeros(16, 2)
+    expected[::3, 0] = 1  # copy 0: episodes of 3 steps, terminated
+    expected[::2, 1] = 1  # copy 1: episodes of 2 steps, truncated
+    torch.testing.assert_close(episode_start, expected)
+    # the observation counts the episode's steps: a start is exactly where it reads 0
+    torch.testing.assert_close(episode_start, (states[..., 0] == 0).float())
+
+    # the second round starts from the memory the first ended with (carried across rounds, not reset)
+    start_memory = first[-2][0]  # the actor's (2, N, W)
+    memories = agent.act.core(states, start_memory, episode_start)[1]  # (17, 2, 2, W)
+    torch.testing.assert_close(second[-2][0], memories[8])
+    assert second[-2][0].abs().sum() > 0
+
+    # features at a step equal those from a zero memory exactly where the copy's episode starts
+    features = agent.act.core(states, start_memory, episode_start)[0]  # (16, 2, W)
+    zero = agent.act.core.zero_memory(32, "cpu")
+    from_zero = agent.act.core(states.flatten(0, 1)[None], zero, torch.zeros(1, 32))[0][0].view(16, 2, -1)
+    same = torch.isclose(features, from_zero, atol=1e-6).all(dim=-1)  # (16, 2)
+    assert torch.equal(same, episode_start.bool())
+
+
+def test_sequences_are_whole_columns_cut_in_order_with_their_episode_starts():
+    agent, (rollout,) = explored_agent(horizon=8, seq_len=4)
+    buffer = RecurrentRolloutBuffer()
+    buffer.extend(*rollout)
+    index, actions, log_probs, advantages, returns = agent.get_rollout_batch(buffer)
+    states, episode_start, act_first, cri_first = agent.sequence_inputs
+    assert states.shape == (4, 4, 1) and actions.shape == (4, 4)  # (T // seq_len * N, seq_len, ...)
+    for k in range(2):
+        for n in range(2):  # sequence k * N + n is steps [4k, 4k + 4) of copy n
+            torch.testing.assert_close(states[k * 2 + n], buffer.states[4 * k:4 * k + 4, n])
+            torch.testing.assert_close(episode_start[k * 2 + n], buffer.episode_start[4 * k:4 * k + 4, n])
+    # a sequence that crosses an episode's end is replayed with the start flag inside it: the memory is zeroed there,
+    # so each sequence replayed alone gives the whole rollout's features
+    whole = agent.act.core(buffer.states, buffer.start_memory[0], buffer.episode_start)[0]  # (8, 2, W)
+    torch.testing.assert_close(agent.features(agent.act, index, 0), sequences(whole, 4))
+    assert sequences(torch.arange(16).view(8, 2), 4).tolist() == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 10, 12, 14],
+                                                                  [9, 11, 13, 15]]
+
+
+@pytest.mark.parametrize("agent_class, env_id, state_dim, action_dim",
+                         [(AgentDiscreteRecurrentPPO, "CartPoleNoVel-v1", 4, 2),
+                          (AgentRecurrentPPO, "PendulumNoVel-v1", 3, 1)])
+def test_a_rounds_first_minibatch_replays_the_policy_that_acted(agent_class, env_id, state_dim, action_dim):
+    torch.manual_seed(0)
+    env = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 3, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    agent = agent_class(32, state_dim, action_dim, device="cpu", seq_len=8)
+    agent.last_state = env.reset(seed=1)[0]
+    buffer = RecurrentRolloutBuffer()
+    for _ in range(2):  # the second round starts mid-episode, from the carried memories
+        buffer.extend(*agent.explore_env(env, 32))
+        index, actions, log_probs = agent.get_rollout_batch(buffer)[:3]
+        with torch.no_grad():
+            replayed = agent.get_log_prob_entropy(index, actions)[0]
+        torch.testing.assert_close(replayed, log_probs, atol=1e-5, rtol=0)
+        stats = agent.update_net(buffer, 64, 2)
+        assert stats["clip_fraction_start"] == 0 and stats["approx_kl_start"] < 1e-8, stats
+
+
+def test_evaluation_runs_each_episode_from_a_zero_memory():
+    torch.manual_seed(0)
+    agent = AgentDiscreteRecurrentPPO(16, 1, 2, device="cpu")
+    states = np.arange(6, dtype=np.float32).reshape(3, 2, 1)  # 3 steps of 2 episodes side by side
+    agent.reset_memory(2)
+    agent.select_action(states[0], deterministic=True)
+    agent.keep_memory([1])  # episode 0 ended: episode 1 goes on alone
+    agent.select_action(states[1, 1:], deterministic=True)
+    side_by_side = agent.act_memory
+    agent.reset_memory(1)
+    for t in range(2):
+        agent.select_action(states[t, 1:], deterministic=True)
+    torch.testing.assert_close(side_by_side, agent.act_memory)
+
+    envs = [gym.wrappers.TimeLimit(CounterEnv(terminate_at=length), max_episode_steps=10) for length in (3, 5)]
+    assert [length for _, length, _ in run_episodes(envs, agent)] == [3, 5]
+    assert agent.act_memory.shape[1] == 0  # every episode ended
+    with pytest.raises(RefusedError, match=r"reset_memory\(E\)"):
+        agent.select_action(np.zeros((2, 1), np.float32))
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(if_multiprocess=True), "pass if_multiprocess=False and num_workers=1"),
+    (dict(num_workers=2), "pass if_multiprocess=False and num_workers=1"),
+    (dict(if_state_norm=True), "has no if_state_norm"),
+    (dict(if_action_mask=True), "has no if_action_mask"),
+    (dict(seq_len=0), "seq_len must be a number >= 1"),
+])
+def test_what_it_cannot_do_yet_is_refused_with_what_is_accepted(settings, message, tmp_path):
+    args = Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), **settings)
+    with pytest.raises(RefusedError, match=message):
+        args.resolve(prepare_env(args.env)[1])
+
+
+def test_a_sequence_length_that_cuts_the_rollout_unevenly_and_export_are_refused():
+    agent, (rollout,) = explored_agent(horizon=6, seq_len=4)
+    buffer = RecurrentRolloutBuffer()
+    buffer.extend(*rollout)
+    with pytest.raises(RefusedError, match="seq_len must divide it"):
+        agent.update_net(buffer, 8, 1)
+    with pytest.raises(RefusedError, match="if_recurrent=False"):
+        agent.policy_module()
+
+
+def test_it_learns_cartpole_without_velocities(tmp_path):
+    """The velocities are zeroed: the policy must infer them from the observations before (a memory task)."""
+    args = Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", seed=0, cwd=str(tmp_path / "run"),
+                     break_step=30_000, target_return=150, eval_gap=0, eval_times=4)
+    result = train_and_evaluate(args)
+    assert result["if_solved"], result
