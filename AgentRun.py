@@ -1240,6 +1240,9 @@ def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
     elif isinstance(buffer, (ReplayBuffer, SegmentReplayBuffer)):
         print(f"resume: {path} holds no replay buffer (if_save_buffer=False); it refills from new exploration, "
               f"and learning waits until it holds batch_size transitions", flush=True)
+    if agent.if_recurrent:  # the explorer starts new episodes (Explorer), and a memory is its episode's
+        print(f"resume: {type(agent).__name__}'s memories are not in the checkpoint; every env copy's restarts at zero "
+              f"with its next episode, which the resumed explorer starts now", flush=True)
     return run_state
 
 

@@ -133,3 +133,14 @@ def test_it_learns_cartpole_without_velocities(tmp_path):
                      break_step=30_000, target_return=150, eval_gap=0, eval_times=4)
     result = train_and_evaluate(args)
     assert result["if_solved"], result
+
+
+def test_resume_restarts_every_memory_at_the_next_episode_start_and_says_so(tmp_path, capsys):
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", seed=0, cwd=cwd,
+                                 break_step=2048, eval_times=2))
+    capsys.readouterr()
+    result = train_and_evaluate(Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", seed=0, cwd=cwd,
+                                          break_step=4096, eval_times=2, if_resume=True))
+    assert result["step"] >= 4096
+    assert "memories are not in the checkpoint; every env copy's restarts at zero" in capsys.readouterr().out
