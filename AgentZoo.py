@@ -1624,7 +1624,8 @@ class AgentDiscreteRecurrentPPO(DiscreteOnPolicy, AgentRecurrentPPO):
     features, not the states that would carry a mask)."""
 
     act_class = ActorDiscreteRecurrentPPO
-    hyper_defaults = AgentRecurrentPPO.hyper_defaults | dict(entropy_coef=0.01)
+    hyper_defaults = AgentRecurrentPPO.hyper_defaults | dict(  # the entropy bonus, no masks (see above)
+        entropy_coef=DiscreteOnPolicy.discrete_defaults["entropy_coef"])
 
 
 # ---- asynchronous advantage actor-critic (A3C) ----
