@@ -127,12 +127,14 @@ def test_a_sequence_length_that_cuts_the_rollout_unevenly_and_export_are_refused
         agent.policy_module()
 
 
-def test_it_learns_cartpole_without_velocities(tmp_path):
-    """The velocities are zeroed: the policy must infer them from the observations before (a memory task)."""
-    args = Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", seed=0, cwd=str(tmp_path / "run"),
-                     break_step=30_000, target_return=150, eval_gap=0, eval_times=4)
+@pytest.mark.parametrize("agent, if_solved", [("AgentDiscreteRecurrentPPO", True), ("AgentDiscretePPO", False)])
+def test_it_learns_cartpole_without_velocities_where_ppo_without_memory_does_not(agent, if_solved, tmp_path):
+    """The velocities are zeroed: the policy must infer them from the observations before (a memory task). At seed 0
+    the recurrent agent passes 150 within 16k steps, the memoryless one stays near 50 in 30k."""
+    args = Arguments(agent=agent, env="CartPoleNoVel-v1", seed=0, cwd=str(tmp_path / "run"), break_step=30_000,
+                     target_return=150, eval_gap=0, eval_times=4)
     result = train_and_evaluate(args)
-    assert result["if_solved"], result
+    assert result["if_solved"] == if_solved, result
 
 
 def test_resume_restarts_every_memory_at_the_next_episode_start_and_says_so(tmp_path, capsys):
