@@ -235,7 +235,7 @@ class Arguments:
 
     def check_options(self, env_info: "EnvInfo"):
         """The settings a number's range does not decide: the networks' shape, the start method, TensorBoard's package,
-        hindsight's env and a break_step past the random warm-up."""
+        hindsight's env, a sequence length that cuts the rollout evenly and a break_step past the random warm-up."""
         self.net_dims = parse_widths(self.net_dims)
         if self.activation is not None and self.activation not in NetShape.activations:
             raise RefusedError(f"activation={self.activation!r} is not accepted: one of {', '.join(NetShape.activations)}")
@@ -249,6 +249,11 @@ class Arguments:
                                    "without it, recorder.csv and the plot hold the same numbers") from None
         if self.her_k:
             self.check_hindsight(env_info)
+        if self.seq_len is not None and (self.target_step // self.num_envs) % self.seq_len:  # refused before cwd is written
+            raise RefusedError(f"seq_len={self.seq_len} is not accepted with target_step={self.target_step} and "
+                               f"num_envs={self.num_envs}: it must divide target_step // num_envs = "
+                               f"{self.target_step // self.num_envs}, the steps of each env copy's rollout, so that "
+                               f"the learning sequences are whole")
         if self.agent.if_off_policy and self.break_step <= self.random_steps:
             raise RefusedError(f"break_step={self.break_step} is not accepted: {self.agent.__name__} explores at random "
                                f"for its first random_steps={self.random_steps} steps and learns only after them; "

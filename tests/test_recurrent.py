@@ -110,6 +110,7 @@ def test_evaluation_runs_each_episode_from_a_zero_memory():
     (dict(if_state_norm=True), "has no if_state_norm"),
     (dict(if_action_mask=True), "has no if_action_mask"),
     (dict(seq_len=0), "seq_len must be a number >= 1"),
+    (dict(seq_len=5, target_step=2048, num_envs=8), "it must divide target_step // num_envs = 256"),
 ])
 def test_what_it_cannot_do_yet_is_refused_with_what_is_accepted(settings, message, tmp_path):
     args = Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), **settings)
