@@ -249,7 +249,7 @@ class Arguments:
                                    "without it, recorder.csv and the plot hold the same numbers") from None
         if self.her_k:
             self.check_hindsight(env_info)
-        if self.seq_len is not None and (self.target_step // self.num_envs) % self.seq_len:  # refused before cwd is written
+        if self.seq_len is not None and (self.target_step // self.num_envs) % self.seq_len:
             raise RefusedError(f"seq_len={self.seq_len} is not accepted with target_step={self.target_step} and "
                                f"num_envs={self.num_envs}: it must divide target_step // num_envs = "
                                f"{self.target_step // self.num_envs}, the steps of each env copy's rollout, so that "
