@@ -5,7 +5,7 @@ deterministic episodes on separate envs, at least eval_gap seconds apart; the ru
     python benchmarks/peer_sb3.py algo=SAC env=Pendulum-v1 seed=0 max_time=600
 
 It prints the same `Stop: <reason> at step N after S s` line as AgentRun.py. Benchmark-only: it needs
-stable-baselines3 and sb3-contrib (QR-DQN, TRPO, MaskablePPO) (pip install -r benchmarks/requirements.txt); the library never imports them.
+stable-baselines3 and sb3-contrib (QR-DQN, TRPO, MaskablePPO, RecurrentPPO) (pip install -r benchmarks/requirements.txt); the library never imports them.
 """
 import math
 import os
@@ -20,19 +20,20 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.noise import NormalActionNoise
-from sb3_contrib import QRDQN, TRPO, MaskablePPO
+from sb3_contrib import QRDQN, TRPO, MaskablePPO, RecurrentPPO
 from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_masked_policy
 from sb3_contrib.common.wrappers import ActionMasker
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from AgentRun import (ROBOTICS_PREFIXES, TARGET_RETURN_WITHOUT_THRESHOLD, Arguments, Evaluator,  # noqa: E402
-                      make_robotics_env)
+from AgentRun import (NO_VELOCITY, ROBOTICS_PREFIXES, TARGET_RETURN_WITHOUT_THRESHOLD, Arguments,  # noqa: E402
+                      Evaluator, make_robotics_env)
 
 ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3, "TRPO": TRPO,
-         "MaskablePPO": MaskablePPO}
+         "MaskablePPO": MaskablePPO, "RecurrentPPO": RecurrentPPO}
 TARGETS = {"CartPole-v1": 475.0, "Pendulum-v1": -200.0, "LunarLander-v3": 200.0, "LunarLanderContinuous-v3": 200.0,
            "Acrobot-v1": -100.0, "FetchReach-v4": TARGET_RETURN_WITHOUT_THRESHOLD["FetchReach-v4"],
            "MountainCarContinuous-v0": 90.0, "BipedalWalker-v3": 300.0, "Taxi-v4": 8.0}
+TARGETS |= {env_id: TARGETS[base_id] for env_id, (base_id, _) in NO_VELOCITY.items()}  # a NoVel task keeps its base's
 
 
 def linear(start: float):
@@ -102,6 +103,18 @@ ZOO = {
     ("TD3", "FetchReach-v4"): (25_000, 1, dict(buffer_size=1_000_000, batch_size=256, gamma=0.95, learning_rate=1e-3,
                                                learning_starts=1000, replay_buffer_class=HerReplayBuffer,
                                                replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"))),
+    # hyperparams/ppo_lstm.yml (sb3-contrib's RecurrentPPO, MlpLstmPolicy) on the velocity-masked tasks, which importing
+    # AgentRun registers as the zoo defines them; its LunarLander entries name v2 and hold PPO's LunarLander values.
+    # MountainCarContinuousNoVel-v0's entry
+    # normalizes observations and rewards (VecNormalize), which this script does not run: no peer there.
+    ("RecurrentPPO", "CartPoleNoVel-v1"): (100_000, 8, dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
+                                                           n_epochs=20, ent_coef=0.0, learning_rate=linear(1e-3),
+                                                           clip_range=linear(0.2))),
+    ("RecurrentPPO", "PendulumNoVel-v1"): (100_000, 4, dict(n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10,
+                                                           ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, use_sde=True,
+                                                           sde_sample_freq=4)),
+    ("RecurrentPPO", "LunarLanderNoVel-v3"): PPO_LUNAR_ZOO,
+    ("RecurrentPPO", "LunarLanderContinuousNoVel-v3"): PPO_LUNAR_ZOO,
     # the zoo has no Taxi entry: MaskablePPO's defaults (SB3 PPO's), on 8 envs as the zoo's PPO on the classic tasks
     ("MaskablePPO", "Taxi-v4"): (None, 8, {}),
 }
@@ -160,7 +173,8 @@ def main(argv: list[str]):
         action_dim = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
     eval_env = make_vec_env(env_id, n_envs=Arguments.eval_times, seed=seed + 1000, **masker)  # one episode per env
-    policy = "MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict) else "MlpPolicy"
+    policy = ("MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict)
+              else "MlpLstmPolicy" if algo == "RecurrentPPO" else "MlpPolicy")
     model = ALGOS[algo](policy, env, seed=seed, device="cpu", verbose=0, **kwargs)
     callback = TimeToTarget(eval_env, TARGETS[env_id], eval_gap, max_time)
     model.learn(total_timesteps=n_timesteps or 10 ** 9, callback=callback)

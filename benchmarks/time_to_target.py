@@ -67,6 +67,10 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
 }
 # Taxi's mask of legal actions (info["action_mask"]; issue 44), for our agents and sb3-contrib's MaskablePPO alike
 SUITE["Taxi-v4"] = ["AgentDiscreteSAC", "AgentDQN", "AgentDiscretePPO"]
+# the velocity-masked tasks (issue 43): the recurrent agents, and a feed-forward agent of each family that fails them
+SUITE |= {"CartPoleNoVel-v1": ["AgentDiscreteRecurrentPPO", "AgentDiscretePPO", "AgentD3QN"],
+          "PendulumNoVel-v1": ["AgentRecurrentPPO", "AgentPPO", "AgentSAC"],
+          "LunarLanderContinuousNoVel-v3": ["AgentRecurrentPPO", "AgentPPO", "AgentSAC"]}
 TASK_SETTINGS = {"Taxi-v4": ["if_action_mask=True"]}  # the settings our runs of a task add to their defaults
 MASKED_PEERS = {"PPO": "MaskablePPO"}  # a family's peer on a task with masks
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
@@ -78,7 +82,8 @@ FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "Agent
           "AgentVPG": "A2C", "AgentDiscreteVPG": "A2C",  # SB3 has no VPG; A2C is its plain policy gradient
           "AgentTRPO": "TRPO", "AgentDiscreteTRPO": "TRPO",  # sb3-contrib's
           "AgentACKTR": "A2C", "AgentDiscreteACKTR": "A2C",  # no ACKTR in SB3 or sb3-contrib: the loop it preconditions
-          "AgentACER": "A2C"}  # nor ACER: the actor-critic it adds replay to
+          "AgentACER": "A2C",  # nor ACER: the actor-critic it adds replay to
+          "AgentRecurrentPPO": "RecurrentPPO", "AgentDiscreteRecurrentPPO": "RecurrentPPO"}  # sb3-contrib's
 PEER_PREFIX = "SB3-"
 
 
