@@ -272,10 +272,6 @@ class Arguments:
         if self.if_multiprocess is None:
             self.if_multiprocess = agent_settings(self.agent).get("if_multiprocess", False)
         self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
-        if self.if_multiprocess and self.agent.if_recurrent:  # an explorer process's memories would need carrying
-            raise RefusedError(f"if_multiprocess=True (num_workers={self.num_workers}) is not accepted: "
-                               f"{self.agent.__name__} carries memories per env copy in the serial loop only; pass "
-                               f"if_multiprocess=False and num_workers=1, or leave both at their defaults")
 
     def check_hindsight(self, env_info: "EnvInfo"):
         """HindsightReplayBuffer relabels one-step transitions of a goal env, drawn uniformly."""
@@ -608,7 +604,9 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
     reward, or the agent's own action): learning from it would poison every network. Off-policy tensors are
     (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...), both in step-then-env order."""
     lead_shape = trajectory[0].shape[:-1]  # states carry one feature dimension after the step dimensions
-    finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in trajectory]).all(0)
+    # the per-step tensors; a recurrent rollout's start memories come from the states of rounds already checked
+    per_step = [tensor for tensor in trajectory if tensor.shape[:len(lead_shape)] == lead_shape]
+    finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in per_step]).all(0)
     if not finite.all():
         first = int(torch.nonzero(~finite.flatten())[0])  # index in (horizon,) or (horizon * num_envs,) order
         if save is not None:

@@ -501,7 +501,7 @@ class RecurrentRolloutBuffer(RolloutBuffer):
     def extend(self, *rollout: torch.Tensor):
         *transitions, start_memory, episode_start = rollout
         super().extend(*transitions)
-        self.start_memory = start_memory.to(self.device)  # (2, 2, N, width): the actor's (h, c), then the critic's
+        self.start_memory = start_memory.to(self.device)  # (2, N, width): the actor's (h, c)
         self.episode_start = episode_start.to(self.device)  # (T, N) 1 where step t starts an episode: memory zeroed
 
 
@@ -1500,25 +1500,28 @@ def sequences(tensor: torch.Tensor, seq_len: int) -> torch.Tensor:
 class AgentRecurrentPPO(AgentPPO):
     """PPO with an LSTM in front of the actor and of the critic (AgentNet.Recurrent), for partially observed envs
     (CartPoleNoVel-v1). Every PPO rule is AgentPPO's; what memory changes:
-    - exploring: each env copy's memories (the actor's and the critic's) go on across steps and rounds and are zeroed
-      before the step that starts its next episode, terminated or truncated alike; the rollout stores the memories it
-      started from and the episode starts. A fresh agent (a new run, or a resumed one, whose checkpoint keeps no
-      memory and whose explorer starts new episodes) starts every copy's memory at zero with a new episode;
-    - learning: one pass over the whole rollout from the stored memories (no gradient) gives the values, the next
-      states' values and the memory at every step; each copy's column is cut into sequences of seq_len steps, each
+    - exploring: each env copy's actor memory goes on across steps and rounds and is zeroed before the step that
+      starts its next episode, terminated or truncated alike; the rollout stores the memories it started from and the
+      episode starts, so an explorer process sends them with its trajectory (AgentRun's multiprocess loop). A fresh
+      agent (a new run, or a resumed one, whose checkpoint keeps no memory and whose explorer starts new episodes)
+      starts every copy's memory at zero with a new episode. The critic does not act: its memory is the learner's;
+    - learning: one pass over the whole rollout (no gradient), the actor's from the stored memories and the critic's
+      from the one its pass over the last rollout ended with (cri_memory), gives the values, the next states' values
+      and the memory at every step; each copy's column is cut into sequences of seq_len steps, each
       started from its recomputed memory, and minibatches are whole sequences (batch_size // seq_len of them), through
       which the gradient flows back (truncated back-propagation through time, as R2D2 arXiv:1810.06059 replays stored
       states; SB3's RecurrentPPO zeroes the memory at episode starts inside a sequence the same way). The first
       minibatch of a round replays the memories the policy acted with, so its ratio starts at 1;
     - evaluating: select_action acts from the memory that reset_memory zeroes per episode (AgentRun.run_episodes).
-    Refused: state normalisation, masks of legal actions, processes, torchrun and export (AgentRun says so)."""
+    Refused: state normalisation, masks of legal actions, torchrun and export (AgentRun says so)."""
 
     if_recurrent = True
     act_class, cri_class = ActorRecurrentPPO, CriticRecurrentValue
-    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)  # the serial loop only (AgentRun)
+    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)  # processes not measured faster yet
     hyper_defaults = ({name: value for name, value in AgentPPO.hyper_defaults.items() if name != "if_state_norm"}
                       | dict(seq_len=16))  # steps of a learning sequence; must divide target_step // num_envs
-    memory = None  # (2, 2, N, width) the actor's and the critic's (h, c) of each explored env copy
+    memory = None  # (2, N, width) the actor's (h, c) of each explored env copy
+    cri_memory = None  # (2, N, width) the critic's (h, c) after the last rollout it learned from, per env copy
     episode_start = None  # (N,) 1 where the next explored step starts an episode
     act_memory = None  # (2, E, width) the actor's (h, c) of each episode that select_action acts in
     sequence_inputs = None  # this round's sequences (get_rollout_batch), which a minibatch's indices select
@@ -1549,10 +1552,10 @@ class AgentRecurrentPPO(AgentPPO):
         self.act_memory = self.act_memory[:, rows]
 
     def explore_env(self, env, horizon: int) -> tuple[torch.Tensor, ...]:
-        """AgentOnPolicy.explore_env's tensors, then the memories the rollout started from (2, 2, N, width) and the
+        """AgentOnPolicy.explore_env's tensors, then the actor's memories the rollout started from (2, N, width) and the
         episode starts (T, N) (RecurrentRolloutBuffer.extend)."""
         if self.memory is None or self.last_state is None:  # every copy starts a new episode
-            self.memory = torch.stack([net.core.zero_memory(env.num_envs, self.device) for net in (self.act, self.cri)])
+            self.memory = self.act.core.zero_memory(env.num_envs, self.device)
             self.episode_start = torch.ones(env.num_envs, device=self.device)
         start_memory, first_start = self.memory, self.episode_start
         rollout = super().explore_env(env, horizon)
@@ -1561,9 +1564,8 @@ class AgentRecurrentPPO(AgentPPO):
 
     def get_action_behaviour(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         start = self.episode_start[None]  # (1, N)
-        features, act_memories = self.act.core(state[None], self.memory[0], start)
-        cri_memories = self.cri.core(state[None], self.memory[1], start)[1]  # the critic's memory follows the episode
-        self.memory = torch.stack((act_memories[-1], cri_memories[-1]))
+        features, memories = self.act.core(state[None], self.memory, start)
+        self.memory = memories[-1]
         return self.act.get_action_log_prob(features[0])
 
     def end_step(self, done: np.ndarray):
@@ -1582,8 +1584,11 @@ class AgentRecurrentPPO(AgentPPO):
         if num_steps % self.seq_len:
             raise RefusedError(f"seq_len={self.seq_len} is not accepted with rollouts of {num_steps} steps per env copy "
                                f"(target_step // num_envs): seq_len must divide it, so that sequences are whole")
-        act_memories = self.act.core(buffer.states, buffer.start_memory[0], buffer.episode_start)[1]  # (T + 1, 2, N, W)
-        cri_features, cri_memories = self.cri.core(buffer.states, buffer.start_memory[1], buffer.episode_start)
+        act_memories = self.act.core(buffer.states, buffer.start_memory, buffer.episode_start)[1]  # (T + 1, 2, N, W)
+        if self.cri_memory is None or self.cri_memory.shape != buffer.start_memory.shape:  # a fresh learner: a rollout
+            self.cri_memory = torch.zeros_like(buffer.start_memory)  # whose copies all start episodes (explore_env)
+        cri_features, cri_memories = self.cri.core(buffer.states, self.cri_memory, buffer.episode_start)
+        self.cri_memory = cri_memories[-1]  # the next rollout goes on from here (the same env copies, in order)
         values = self.cri(cri_features)  # (T, N)
         # V(next_states[t]) from the memory after step t: the value of the next step's state where the episode goes
         # on, of the final observation of a truncated one; one batched step for all T * N

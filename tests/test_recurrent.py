@@ -1,6 +1,8 @@
 """Issue 43: recurrent PPO. Each env copy's memory is carried across steps and rounds and zeroed exactly at its episode
 starts; learning replays the rollout's sequences from the stored memories (ratio 1 at a round's first minibatch);
 evaluation runs each episode from a zero memory; what the agent cannot do yet is refused, saying what is accepted."""
+import csv
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -32,10 +34,10 @@ def test_memory_is_zeroed_exactly_at_each_copys_episode_starts():
     torch.testing.assert_close(episode_start, (states[..., 0] == 0).float())
 
     # the second round starts from the memory the first ended with (carried across rounds, not reset)
-    start_memory = first[-2][0]  # the actor's (2, N, W)
+    start_memory = first[-2]  # the actor's (2, N, W)
     memories = agent.act.core(states, start_memory, episode_start)[1]  # (17, 2, 2, W)
-    torch.testing.assert_close(second[-2][0], memories[8])
-    assert second[-2][0].abs().sum() > 0
+    torch.testing.assert_close(second[-2], memories[8])
+    assert second[-2].abs().sum() > 0
 
     # features at a step equal those from a zero memory exactly where the copy's episode starts
     features = agent.act.core(states, start_memory, episode_start)[0]  # (16, 2, W)
@@ -58,7 +60,7 @@ def test_sequences_are_whole_columns_cut_in_order_with_their_episode_starts():
             torch.testing.assert_close(episode_start[k * 2 + n], buffer.episode_start[4 * k:4 * k + 4, n])
     # a sequence that crosses an episode's end is replayed with the start flag inside it: the memory is zeroed there,
     # so each sequence replayed alone gives the whole rollout's features
-    whole = agent.act.core(buffer.states, buffer.start_memory[0], buffer.episode_start)[0]  # (8, 2, W)
+    whole = agent.act.core(buffer.states, buffer.start_memory, buffer.episode_start)[0]  # (8, 2, W)
     torch.testing.assert_close(agent.features(agent.act, index, 0), sequences(whole, 4))
     assert sequences(torch.arange(16).view(8, 2), 4).tolist() == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 10, 12, 14],
                                                                   [9, 11, 13, 15]]
@@ -83,6 +85,23 @@ def test_a_rounds_first_minibatch_replays_the_policy_that_acted(agent_class, env
         assert stats["clip_fraction_start"] == 0 and stats["approx_kl_start"] < 1e-8, stats
 
 
+def test_the_critics_memory_goes_on_from_its_pass_over_the_last_rollout():
+    """The critic does not act: its memory at a round's start is the one its pass over the last rollout ended with, so
+    the values of two rounds are those of one pass over both rollouts."""
+    agent, rollouts = explored_agent(horizon=8, rounds=2)
+    buffer = RecurrentRolloutBuffer()
+    values = []
+    for rollout in rollouts:
+        buffer.extend(*rollout)
+        agent.get_rollout_batch(buffer)
+        num_sequences = agent.sequence_inputs[0].shape[0]
+        values.append(agent.cri(agent.features(agent.cri, torch.arange(num_sequences), 1)).detach())
+    states, episode_start = (torch.cat([rollout[i] for rollout in rollouts]) for i in (0, -1))  # (16, 2, ...)
+    whole = agent.cri(agent.cri.core(states, agent.cri.core.zero_memory(2, "cpu"), episode_start)[0]).detach()
+    torch.testing.assert_close(torch.cat([sequences(whole[:8], 4), sequences(whole[8:], 4)]), torch.cat(values))
+    assert not episode_start[8].all()  # the second round starts mid-episode: its memory carried, not zeroed
+
+
 def test_evaluation_runs_each_episode_from_a_zero_memory():
     torch.manual_seed(0)
     agent = AgentDiscreteRecurrentPPO(16, 1, 2, device="cpu")
@@ -105,8 +124,6 @@ def test_evaluation_runs_each_episode_from_a_zero_memory():
 
 
 @pytest.mark.parametrize("settings, message", [
-    (dict(if_multiprocess=True), "pass if_multiprocess=False and num_workers=1"),
-    (dict(num_workers=2), "pass if_multiprocess=False and num_workers=1"),
     (dict(if_state_norm=True), "has no if_state_norm"),
     (dict(if_action_mask=True), "has no if_action_mask"),
     (dict(seq_len=0), "seq_len must be a number >= 1"),
@@ -116,6 +133,18 @@ def test_what_it_cannot_do_yet_is_refused_with_what_is_accepted(settings, messag
     args = Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), **settings)
     with pytest.raises(RefusedError, match=message):
         args.resolve(prepare_env(args.env)[1])
+
+
+def test_explorer_processes_carry_their_memories_and_every_round_starts_at_ratio_1(tmp_path):
+    """Two explorer processes of two env copies each: the learner takes their rollouts, with the memories each started
+    from, as four copies side by side, and replays each round's first minibatch with the policy that acted."""
+    cwd = tmp_path / "run"
+    train_and_evaluate(Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", seed=0, cwd=str(cwd),
+                                 num_workers=2, num_envs=2, target_step=256, break_step=2048, eval_gap=0, eval_times=2))
+    with open(cwd / "recorder.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) >= 2 and int(rows[-1]["step"]) >= 2048
+    assert all(float(row["clip_fraction_start"]) == 0 for row in rows), [row["clip_fraction_start"] for row in rows]
 
 
 def test_a_sequence_length_that_cuts_the_rollout_unevenly_and_export_are_refused():
