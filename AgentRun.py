@@ -112,6 +112,7 @@ class Arguments:
     #   None: the agent's default (4) on a goal env, 0 on any other
     # the hyperparameters of some agents only; an agent refuses one it does not have (as PPO refuses random_steps)
     explore_rate: float | None = None  # DQN family: epsilon, the chance of a random action while exploring, in [0, 1]
+    #   (AgentApeX: the base of its env copies' epsilons)
     if_noisy: bool | None = None  # DQN family: True explores with noisy layers (AgentNet.NoisyLinear), epsilon 0
     num_atoms: int | None = None  # C51, Rainbow: atoms of each action's return distribution, >= 2
     v_min: float | None = None  # C51, Rainbow: the smallest atom, < v_max (returns in units of reward_scale)
@@ -254,6 +255,10 @@ class Arguments:
                                f"num_envs={self.num_envs}: it must divide target_step // num_envs = "
                                f"{self.target_step // self.num_envs}, the steps of each env copy's rollout, so that "
                                f"the learning sequences are whole")
+        if self.agent.if_explorer_priorities and not self.if_per:
+            raise RefusedError(f"if_per={self.if_per} is not accepted: {self.agent.__name__}'s explorers compute the "
+                               f"priorities that its learner replays by (PrioritizedReplayBuffer); pass if_per=True or "
+                               f"leave it None, or use AgentD3QN for uniform replay")
         if self.agent.if_off_policy and self.break_step <= self.random_steps:
             raise RefusedError(f"break_step={self.break_step} is not accepted: {self.agent.__name__} explores at random "
                                f"for its first random_steps={self.random_steps} steps and learns only after them; "
@@ -441,6 +446,7 @@ class Explorer:
         # seeded after the earlier explorers' copies, as one vector env's copies are; a resumed run starts new
         # episodes: an environment's inner state cannot be saved in general
         agent.last_state = self.env.reset(seed=args.seed + step + index * args.num_envs)[0]
+        agent.set_env_copies(index * args.num_envs, env_copies)
 
     @classmethod
     def in_process(cls, args: Arguments, env_info: "EnvInfo", step: int, worker: int, env_copies: int) -> "Explorer":
