@@ -163,9 +163,11 @@ class Arguments:
     if_save_buffer: bool | None = None  # off-policy and ACER: False leaves the replay buffer out of checkpoints (very large
     # observations); a resumed run then refills it before it learns again. None: the agent's default (True)
     if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_multiprocess);
-    # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
+    # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO, AgentApeX: True; the others:
+    # False)
     num_workers: int | None = None  # explorer processes of a multiprocess run (AgentA3C: its learning workers), each
-    # with num_envs env(s) of its own, >= 1; above 1 implies if_multiprocess. None: the agent's default (1; A3C: 2)
+    # with num_envs env(s) of its own, >= 1; above 1 implies if_multiprocess. None: the agent's default (1; A3C,
+    # AgentApeX: 2), 1 where if_multiprocess=False
     dist_backend: str | None = None  # under torchrun (train_distributed): 'gloo' (CPU) or 'nccl' (CUDA); None: nccl
     # where CUDA is available, else gloo
     start_method: str | None = None  # multiprocessing start method: None (the platform's; spawn where CUDA is
@@ -226,6 +228,8 @@ class Arguments:
             self.her_k = 0
         if self.if_noisy and self.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
             self.explore_rate = 0.0
+        if self.if_multiprocess is False and self.num_workers is None:  # a serial run's one explorer (AgentApeX: 2)
+            self.num_workers = 1
         for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and name != "if_multiprocess" and getattr(self, name) is None:
                 setattr(self, name, value)

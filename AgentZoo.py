@@ -304,7 +304,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         those errors (update_priorities)."""
         idx = super().extend(*trajectory[:len(self.tensors)])
         if len(trajectory) > len(self.tensors):
-            self.update_priorities(idx, trajectory[-1][-idx.shape[0]:].to(self.device))  # the newest, as the transitions
+            self.update_priorities(idx, trajectory[-1][-idx.shape[0]:].to(self.device))  # the newest, as extend keeps
         else:
             self.set_priorities(idx, self.max_priority.expand(idx.shape))  # new transitions are replayed at least once
         return idx
@@ -646,9 +646,9 @@ class AgentBase:
         agent without memory."""
 
     def set_env_copies(self, first: int, total: int):
-        """The explorer acting with this agent steps env copies first, first + 1, ... of the `total` that explore a round
-        together (every explorer's, worker by worker: AgentRun.Explorer); nothing for an agent whose acting is the same
-        in every copy (AgentApeX's epsilon is not)."""
+        """The explorer acting with this agent steps env copies first, first + 1, ... of the `total` that explore a
+        round together (every explorer's, worker by worker: AgentRun.Explorer); nothing for an agent that acts alike in
+        every copy (AgentApeX's epsilon differs)."""
 
     def policy_module(self) -> nn.Module:
         """The deterministic policy as one module, states -> the actions select_action(deterministic=True) takes (the
@@ -999,18 +999,20 @@ class AgentApeX(AgentD3QN):
     transitions' first priorities; one learner replays them by priority with D3QN's 3-step double-Q target.
 
     The paper's N actors are here the env copies of every explorer of the run, N = num_workers * num_envs, copy
-    worker * num_envs + j the actor i (set_env_copies), so the same rule serves the serial loop (one explorer of num_envs
-    copies) and the multiprocess one; actor i explores with eps_i = explore_rate^(1 + 7 i / (N - 1)) (explore_rates).
-    The priorities come with the trajectory (as_transitions), as the learner only stores what its explorers send.
-    Scaled to one machine: num_workers explorer processes instead of 360 actors, the update ratio and the soft-updated
-    target of the DQN family here; prioritized replay with the paper's alpha 0.6 and beta 0.4 (PrioritizedReplayBuffer's).
-    Noisy layers (if_noisy) and uniform replay (if_per=False)
-    are refused: the epsilons explore, and the explorers' priorities are what the buffer replays by."""
+    worker * num_envs + j the actor i (set_env_copies), so the same rule serves the serial loop (one explorer of
+    num_envs copies) and the multiprocess one; actor i explores with eps_i = explore_rate^(1 + 7 i / (N - 1))
+    (explore_rates). The priorities come with the trajectory (as_transitions): the learner stores what its explorers
+    send. Scaled to one machine: num_workers explorer processes instead of 360 actors, the update ratio and the
+    soft-updated target of the DQN family here; prioritized replay with the paper's alpha 0.6 and beta 0.4
+    (PrioritizedReplayBuffer). Noisy layers (if_noisy) and uniform replay (if_per=False) are refused: the epsilons
+    explore, and the explorers' priorities are what the buffer replays by."""
 
     # explore_rate 0.4: the paper's epsilon, the base of every actor's eps_i
     hyper_defaults = {name: value for name, value in AgentD3QN.hyper_defaults.items() if name != "if_noisy"} | dict(
         explore_rate=0.4, n_step=3)
-    train_defaults = AgentD3QN.train_defaults | dict(if_per=True)
+    # two explorer processes (16 env copies): on 2 cores faster to CartPole-v1's target than the serial loop
+    # (History/UPDATE_LOG.md, 2026-11-26); if_multiprocess=False runs one explorer of num_envs copies
+    train_defaults = AgentD3QN.train_defaults | dict(if_per=True, num_workers=2, if_multiprocess=True)
     net_keywords = ()  # no noisy layers: its epsilons explore
     if_noisy = False
     if_explorer_priorities = True
