@@ -1005,7 +1005,8 @@ class AgentApeX(AgentD3QN):
     send. Scaled to one machine: num_workers explorer processes instead of 360 actors, the update ratio and the
     soft-updated target of the DQN family here; prioritized replay with the paper's alpha 0.6 and beta 0.4
     (PrioritizedReplayBuffer). Noisy layers (if_noisy) and uniform replay (if_per=False) are refused: the epsilons
-    explore, and the explorers' priorities are what the buffer replays by."""
+    explore, and the explorers' priorities are what the buffer replays by. The recorder's epsilon is explore_rate, the
+    largest, actor 0's."""
 
     # explore_rate 0.4: the paper's epsilon, the base of every actor's eps_i
     hyper_defaults = {name: value for name, value in AgentD3QN.hyper_defaults.items() if name != "if_noisy"} | dict(
