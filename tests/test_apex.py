@@ -21,6 +21,9 @@ def test_each_actor_has_the_papers_epsilon(num_actors):
     assert torch.allclose(agent.explore_rates((num_actors,)), torch.tensor(EPSILONS[num_actors]), rtol=1e-4)
     agent = AgentApeX(16, 4, 2, device="cpu")  # told nothing, the rows of a batch are the actors
     assert torch.allclose(agent.explore_rates((num_actors,)), torch.tensor(EPSILONS[num_actors]), rtol=1e-4)
+    if num_actors == 8:  # the second of two explorers of 4 copies each: actors 4 to 7
+        agent.set_env_copies(4, 8)
+        assert torch.allclose(agent.explore_rates((4,)), torch.tensor(EPSILONS[8][4:]), rtol=1e-4)
 
 
 def test_each_env_copy_acts_with_its_own_epsilon():
