@@ -112,6 +112,7 @@ class Arguments:
     #   None: the agent's default (4) on a goal env, 0 on any other
     # the hyperparameters of some agents only; an agent refuses one it does not have (as PPO refuses random_steps)
     explore_rate: float | None = None  # DQN family: epsilon, the chance of a random action while exploring, in [0, 1]
+    #   (AgentApeX: the base of its env copies' epsilons)
     if_noisy: bool | None = None  # DQN family: True explores with noisy layers (AgentNet.NoisyLinear), epsilon 0
     num_atoms: int | None = None  # C51, Rainbow: atoms of each action's return distribution, >= 2
     v_min: float | None = None  # C51, Rainbow: the smallest atom, < v_max (returns in units of reward_scale)
@@ -162,9 +163,11 @@ class Arguments:
     if_save_buffer: bool | None = None  # off-policy and ACER: False leaves the replay buffer out of checkpoints (very large
     # observations); a resumed run then refills it before it learns again. None: the agent's default (True)
     if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_multiprocess);
-    # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO: True; the others: False)
+    # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO, AgentApeX: True; the others:
+    # False)
     num_workers: int | None = None  # explorer processes of a multiprocess run (AgentA3C: its learning workers), each
-    # with num_envs env(s) of its own, >= 1; above 1 implies if_multiprocess. None: the agent's default (1; A3C: 2)
+    # with num_envs env(s) of its own, >= 1; above 1 implies if_multiprocess. None: the agent's default (1; A3C,
+    # AgentApeX: 2), 1 where if_multiprocess=False
     dist_backend: str | None = None  # under torchrun (train_distributed): 'gloo' (CPU) or 'nccl' (CUDA); None: nccl
     # where CUDA is available, else gloo
     start_method: str | None = None  # multiprocessing start method: None (the platform's; spawn where CUDA is
@@ -225,6 +228,8 @@ class Arguments:
             self.her_k = 0
         if self.if_noisy and self.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
             self.explore_rate = 0.0
+        if self.if_multiprocess is False and self.num_workers is None:  # a serial run's one explorer (AgentApeX: 2)
+            self.num_workers = 1
         for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and name != "if_multiprocess" and getattr(self, name) is None:
                 setattr(self, name, value)
@@ -254,6 +259,10 @@ class Arguments:
                                f"num_envs={self.num_envs}: it must divide target_step // num_envs = "
                                f"{self.target_step // self.num_envs}, the steps of each env copy's rollout, so that "
                                f"the learning sequences are whole")
+        if self.agent.if_explorer_priorities and not self.if_per:
+            raise RefusedError(f"if_per={self.if_per} is not accepted: {self.agent.__name__}'s explorers compute the "
+                               f"priorities that its learner replays by (PrioritizedReplayBuffer); pass if_per=True or "
+                               f"leave it None, or use AgentD3QN for uniform replay")
         if self.agent.if_off_policy and self.break_step <= self.random_steps:
             raise RefusedError(f"break_step={self.break_step} is not accepted: {self.agent.__name__} explores at random "
                                f"for its first random_steps={self.random_steps} steps and learns only after them; "
@@ -441,6 +450,7 @@ class Explorer:
         # seeded after the earlier explorers' copies, as one vector env's copies are; a resumed run starts new
         # episodes: an environment's inner state cannot be saved in general
         agent.last_state = self.env.reset(seed=args.seed + step + index * args.num_envs)[0]
+        agent.set_env_copies(index * args.num_envs, env_copies)
 
     @classmethod
     def in_process(cls, args: Arguments, env_info: "EnvInfo", step: int, worker: int, env_copies: int) -> "Explorer":

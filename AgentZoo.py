@@ -299,8 +299,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = torch.ones((), dtype=torch.float64, device=self.device)
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
-        idx = super().extend(*trajectory)
-        self.set_priorities(idx, self.max_priority.expand(idx.shape))  # new transitions are replayed at least once
+        """ReplayBuffer.extend, the new transitions at the largest priority so far; or, where the trajectory ends with
+        their absolute TD errors (size,) (if_explorer_priorities: Ape-X's explorers compute them), at the priorities of
+        those errors (update_priorities)."""
+        idx = super().extend(*trajectory[:len(self.tensors)])
+        if len(trajectory) > len(self.tensors):
+            self.update_priorities(idx, trajectory[-1][-idx.shape[0]:].to(self.device))  # the newest, as extend keeps
+        else:
+            self.set_priorities(idx, self.max_priority.expand(idx.shape))  # new transitions are replayed at least once
         return idx
 
     def sample(self, batch_size: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
@@ -578,6 +584,9 @@ class AgentBase:
     # True: its networks carry a memory per env copy (AgentRecurrentPPO), which the evaluator restarts per episode
     # (reset_memory, keep_memory); the serial loop only
     if_recurrent = False
+    # True: explore_env ends each trajectory with its transitions' absolute TD errors, from which a
+    # PrioritizedReplayBuffer sets their first priorities (AgentApeX's explorers compute them)
+    if_explorer_priorities = False
     num_agents = 1
     if_agent_rewards = False  # True: a team's agent with a value per agent, which can learn each agent's own reward
     # the actor's step size, None: learning_rate (Spinning Up's pi_lr beside q_lr); a hyperparameter of the agents with
@@ -635,6 +644,11 @@ class AgentBase:
     def keep_memory(self, rows: list[int]):
         """Keep the rows of the acting memory whose episodes go on, in that order (the others ended); nothing for an
         agent without memory."""
+
+    def set_env_copies(self, first: int, total: int):
+        """The explorer acting with this agent steps env copies first, first + 1, ... of the `total` that explore a
+        round together (every explorer's, worker by worker: AgentRun.Explorer); nothing for an agent that acts alike in
+        every copy (AgentApeX's epsilon differs)."""
 
     def policy_module(self) -> nn.Module:
         """The deterministic policy as one module, states -> the actions select_action(deterministic=True) takes (the
@@ -939,9 +953,14 @@ class AgentDQN(AgentOffPolicy):
         with eval_mode(self.cri, deterministic and self.if_noisy):  # a switch costs a fifth of a forward: only if noisy
             action = self.legal(self.cri(state), state).argmax(dim=-1)
         if not deterministic:
-            if_random = torch.rand(action.shape, device=self.device) < self.explore_rate
+            if_random = torch.rand(action.shape, device=self.device) < self.explore_rates(action.shape)
             action = torch.where(if_random, self.uniform_action(action.shape, state), action)
         return action.cpu().numpy()
+
+    def explore_rates(self, shape: tuple[int, ...]) -> float | torch.Tensor:
+        """epsilon of each action of an exploring batch of that shape: explore_rate for all (AgentApeX: one per env
+        copy)."""
+        return self.explore_rate
 
     def policy_module(self) -> nn.Module:
         """Greedy in the Q-values, in eval mode where it has noisy layers (at their mean), as select_action."""
@@ -973,6 +992,57 @@ class AgentD3QN(AgentDoubleDQN):
     """Dueling double DQN: Double DQN's target with a dueling Q-network (arXiv:1511.06581)."""
 
     cri_class = QNetDuel
+
+
+class AgentApeX(AgentD3QN):
+    """Ape-X DQN (Horgan et al. arXiv:1803.00933): many actors explore, each with its own epsilon, and compute their
+    transitions' first priorities; one learner replays them by priority with D3QN's 3-step double-Q target.
+
+    The paper's N actors are here the env copies of every explorer of the run, N = num_workers * num_envs, copy
+    worker * num_envs + j the actor i (set_env_copies), so the same rule serves the serial loop (one explorer of
+    num_envs copies) and the multiprocess one; actor i explores with eps_i = explore_rate^(1 + 7 i / (N - 1))
+    (explore_rates). The priorities come with the trajectory (as_transitions): the learner stores what its explorers
+    send. Scaled to one machine: num_workers explorer processes instead of 360 actors, the update ratio and the
+    soft-updated target of the DQN family here; prioritized replay with the paper's alpha 0.6 and beta 0.4
+    (PrioritizedReplayBuffer). Noisy layers (if_noisy) and uniform replay (if_per=False) are refused: the epsilons
+    explore, and the explorers' priorities are what the buffer replays by. The recorder's epsilon is explore_rate, the
+    largest, actor 0's."""
+
+    # explore_rate 0.4: the paper's epsilon, the base of every actor's eps_i
+    hyper_defaults = {name: value for name, value in AgentD3QN.hyper_defaults.items() if name != "if_noisy"} | dict(
+        explore_rate=0.4, n_step=3)
+    # two explorer processes (16 env copies): on 2 cores faster to CartPole-v1's target than the serial loop
+    # (History/UPDATE_LOG.md, 2026-11-26); if_multiprocess=False runs one explorer of num_envs copies
+    train_defaults = AgentD3QN.train_defaults | dict(if_per=True, num_workers=2, if_multiprocess=True)
+    net_keywords = ()  # no noisy layers: its epsilons explore
+    if_noisy = False
+    if_explorer_priorities = True
+    epsilon_alpha = 7.0  # the exponent's range in eps_i (the paper's alpha, section 4.1)
+    env_copies: tuple[int, int] | None = None  # (first, total): which of the run's env copies its explorer steps
+
+    def set_env_copies(self, first: int, total: int):
+        self.env_copies = (first, total)
+
+    def explore_rates(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """eps_i = explore_rate^(1 + epsilon_alpha * i / (N - 1)) of the env copy i of N that each action is for (Ape-X
+        paper, section 4.1; explore_rate where N = 1): the copies of set_env_copies, else the batch's own rows."""
+        count = math.prod(shape)
+        first, total = self.env_copies or (0, count)
+        index = torch.arange(first, first + count, dtype=torch.float32, device=self.device)
+        return (self.explore_rate ** (1 + self.epsilon_alpha * index / max(1, total - 1))).reshape(shape)
+
+    def as_transitions(self, *steps: np.ndarray) -> tuple[torch.Tensor, ...]:
+        """AgentOffPolicy's transitions and, last, their absolute n-step TD errors |R + discount * max_a Q(s', a) -
+        Q(s, a)| (B,) by the explorer's own copy of the Q-network, from which the buffer sets their priorities (Ape-X
+        paper, Algorithm 1, ComputePriorities). An explorer process holds only the learner's online network (the weights
+        it is sent), so that copy plays the target network's role too: Double DQN's target with one network is max_a
+        Q(s', a). The serial loop computes them the same way, with the learner's online network."""
+        transitions = super().as_transitions(*steps)
+        state, action, reward, discount, next_state = transitions
+        with torch.no_grad():
+            next_q = self.legal(self.cri(next_state), next_state).max(dim=1).values  # (B,)
+            q = self.get_q_heads(state, action)[0]  # (B,)
+        return transitions + ((reward + discount * next_q - q).abs(),)
 
 
 class AgentC51(AgentDQN):

@@ -51,13 +51,13 @@ def git_commit() -> str:
 
 
 SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agents of each one's action type
-    "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentC51", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO",
-                    "AgentDiscreteA2C", "AgentDiscreteA3C", "AgentDiscreteVPG", "AgentDiscreteTRPO", "AgentDiscreteACKTR",
-                    "AgentACER"],
+    "CartPole-v1": ["AgentDQN", "AgentDoubleDQN", "AgentD3QN", "AgentC51", "AgentRainbow", "AgentApeX", "AgentDiscreteSAC",
+                    "AgentDiscretePPO", "AgentDiscreteA2C", "AgentDiscreteA3C", "AgentDiscreteVPG", "AgentDiscreteTRPO",
+                    "AgentDiscreteACKTR", "AgentACER"],
     "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentACER"],
     "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentVPG", "AgentTRPO",
                     "AgentACKTR"],
-    "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentDiscretePPO"],
+    "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentApeX", "AgentDiscreteSAC", "AgentDiscretePPO"],
     "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentTRPO"],
     "FetchReach-v4": ["AgentDDPG", "AgentTD3", "AgentSAC"],  # goal env: hindsight replay (needs gymnasium-robotics)
     # its reward needs exploration that keeps a direction: the pink random warm-up (random_beta) of the off-policy agents
@@ -79,6 +79,7 @@ FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "Agent
           "AgentDiscreteA3C": "A2C",  # SB3 has no A3C: A2C is its synchronous version
           "AgentC51": "QRDQN", "AgentRainbow": "QRDQN",  # distributional: sb3-contrib's QR-DQN
           "AgentDiscreteSAC": "DQN",  # SB3's SAC has no discrete actions
+          "AgentApeX": "DQN",  # SB3 has no Ape-X: DQN is the learner it distributes
           "AgentVPG": "A2C", "AgentDiscreteVPG": "A2C",  # SB3 has no VPG; A2C is its plain policy gradient
           "AgentTRPO": "TRPO", "AgentDiscreteTRPO": "TRPO",  # sb3-contrib's
           "AgentACKTR": "A2C", "AgentDiscreteACKTR": "A2C",  # no ACKTR in SB3 or sb3-contrib: the loop it preconditions

@@ -133,16 +133,16 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
 
 @pytest.mark.parametrize("agent, field, users", [
     ("AgentSAC", "explore_noise", "AgentDDPG, AgentMADDPG, AgentTD3"),  # SAC explores with its own stochastic policy
-    ("AgentPPO", "soft_update_tau", "AgentACER, AgentC51, AgentCOMA"),  # PPO has no target network
+    ("AgentPPO", "soft_update_tau", "AgentACER, AgentApeX, AgentC51"),  # PPO has no target network
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
     ("AgentPPO", "random_beta", "AgentDDPG, AgentInterSAC, AgentMADDPG"),  # no random warm-up
     ("AgentA2C", "ratio_clip", "AgentDiscreteMAPPO, AgentDiscretePPO"),  # A2C's objective has no ratio to clip
-    ("AgentPPO", "max_memo", "AgentACER, AgentC51, AgentD3QN"),  # no replay buffer
-    ("AgentA2C", "batch_size", "AgentC51, AgentCOMA, AgentD3QN"),  # one step on the whole rollout
-    ("AgentA2C", "repeat_times", "AgentACER, AgentC51, AgentCOMA"),
-    ("AgentPPO", "if_save_buffer", "AgentACER, AgentC51, AgentD3QN"),  # no replay buffer to leave out
-    ("AgentPPO", "if_per", "AgentC51, AgentD3QN, AgentDDPG"),  # prioritized replay is for off-policy agents
-    ("AgentPPO", "n_step", "AgentC51, AgentD3QN, AgentDDPG"),  # PPO's GAE already mixes n-step returns
+    ("AgentPPO", "max_memo", "AgentACER, AgentApeX, AgentC51"),  # no replay buffer
+    ("AgentA2C", "batch_size", "AgentApeX, AgentC51, AgentCOMA"),  # one step on the whole rollout
+    ("AgentA2C", "repeat_times", "AgentACER, AgentApeX, AgentC51"),
+    ("AgentPPO", "if_save_buffer", "AgentACER, AgentApeX, AgentC51"),  # no replay buffer to leave out
+    ("AgentPPO", "if_per", "AgentApeX, AgentC51, AgentD3QN"),  # prioritized replay is for off-policy agents
+    ("AgentPPO", "n_step", "AgentApeX, AgentC51, AgentD3QN"),  # PPO's GAE already mixes n-step returns
     ("AgentSAC", "if_noisy", "AgentC51, AgentD3QN, AgentDQN"),  # noisy layers are for agents with a Q-network
 ])
 def test_hyperparameter_of_another_agent_is_refused(agent, field, users, tmp_path):
@@ -199,7 +199,7 @@ def test_workers_in_the_serial_loop_are_refused(tmp_path):
 def test_random_steps_of_an_on_policy_agent_is_refused(tmp_path):
     args = Arguments(agent="AgentPPO", env="Pendulum-v1", cwd=str(tmp_path / "run"), random_steps=1000)
     with pytest.raises(ValueError, match=r"random_steps=1000 is not accepted: AgentPPO has no random_steps \(only "
-                                         r"AgentC51, AgentD3QN, AgentDDPG, .*AgentTD3, AgentVDN have it\)"):
+                                         r"AgentApeX, AgentC51, AgentD3QN, .*AgentTD3, AgentVDN have it\)"):
         train_and_evaluate(args)
 
 
