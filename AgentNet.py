@@ -517,9 +517,9 @@ class CriticRecurrentValue(Recurrent, CriticValue):
 
 class QNetRecurrentDuel(QNetDuel):
     """R2D2's Q-network (Kapturowski et al., ICLR 2019, section 2.3): an MLP encoder and an LSTM (RecurrentCore,
-    `core`) in front of QNetDuel's dueling heads, which take the core's features (batch, width) -> Q (batch, action_dim):
-    Q of the state and the memory of its episode so far. As in the paper, the heads' streams start with a hidden layer
-    on the LSTM's output; the Recurrent mixin's single linear head would give the dueling streams none."""
+    `core`) in front of QNetDuel's dueling heads, which take the core's features (batch, width) -> Q (batch,
+    action_dim): Q of the state and the memory of its episode so far. As in the paper, the heads' streams start with a
+    hidden layer on the LSTM's output; the Recurrent mixin's single linear head would give the dueling streams none."""
 
     def __init__(self, net_dim: "int | NetShape", state_dim: int, action_dim: int):
         width = net_shape(net_dim).widths[-1]

@@ -1160,7 +1160,8 @@ def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: b
 
 def build_explore_env(args: "Arguments") -> gym.Env:
     """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
-    vector env of num_envs (on-policy and recurrent agents always get one). With her_k, a goal env records its episodes' ends.
+    vector env of num_envs (on-policy and recurrent agents always get one). With her_k, a goal env records its
+    episodes' ends.
     It keeps the returns of as many episodes as a round of target_step steps can end, so that an explorer reports
     every episode of its round (new_returns)."""
     if_plain = args.agent.if_off_policy and not args.agent.if_recurrent and args.num_envs == 1

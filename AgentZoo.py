@@ -27,8 +27,9 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorPPO, ActorRecurrentPPO, ActorSAC,
                       COMACritic, Critic, CriticRecurrentValue, CriticValue, CriticTwin,
                       CriticTwinEncoded, CriticTwinShared, Greedy, legal_only, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel,
-                      QNetRecurrentDuel, QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO,
-                      TeamActorPPO, TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete, TeamCriticValue, VDNNet)
+                      QNetRecurrentDuel, QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete,
+                      TeamActorDiscretePPO, TeamActorPPO, TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete,
+                      TeamCriticValue, VDNNet)
 
 # ---- helpers ----
 
@@ -430,12 +431,11 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
 
     def padding(self, state_dim: int, width: int) -> list[torch.Tensor]:
         """window - 1 steps of each copy before any explored one: no episode's (episode step -1), never trained."""
-        rows, n = self.window - 1, self.num_envs
-        return [torch.zeros((rows, n, state_dim), device=self.device), torch.zeros((rows, n, 1), dtype=torch.long,
-                device=self.device), torch.zeros((rows, n), device=self.device), torch.ones((rows, n), device=self.device),
-                torch.ones((rows, n), device=self.device), torch.zeros((rows, n, state_dim), device=self.device),
-                torch.full((rows, n), -1, dtype=torch.long, device=self.device),
-                torch.zeros((rows, n, 2, width), device=self.device)]
+        rows, n, device = self.window - 1, self.num_envs, self.device
+        zeros = lambda *shape, dtype=torch.float32: torch.zeros((rows, n, *shape), dtype=dtype, device=device)
+        ones = torch.ones((rows, n), device=device)  # not_terminated, not_done
+        return [zeros(state_dim), zeros(1, dtype=torch.long), zeros(), ones, ones, zeros(state_dim),
+                zeros(dtype=torch.long) - 1, zeros(2, width)]
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
         """Cut the sequences that the explored steps complete (cut) and store them at the largest priority so far."""
@@ -471,8 +471,9 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
         for name in ("num_envs", "window"):
             if state[name] != getattr(self, name):
                 setting = "num_envs" if name == "num_envs" else "seq_len + burn_in"
-                raise RefusedError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved sequence replay "
-                                   f"was written with {setting}={state[name]}; resume with that, or if_save_buffer=False")
+                raise RefusedError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved sequence "
+                                   f"replay was written with {setting}={state[name]}; resume with that, or "
+                                   f"if_save_buffer=False")
         super().load_state_dict(state)
 
 
@@ -1626,7 +1627,7 @@ class RecurrentActing:
     act_memory = None  # (2, E, width) the acting network's (h, c) of each episode that select_action acts in
 
     def acting_features(self, state: torch.Tensor) -> torch.Tensor:
-        """The core's features (E, width) of state (E, state_dim), each from its episode's memory, which it carries on."""
+        """The core's features (E, width) of state (E, state_dim), each from its episode's memory, carried on."""
         if self.act_memory is None or state.dim() != 2 or state.shape[0] != self.act_memory.shape[1]:
             raise RefusedError(f"{type(self).__name__}.select_action takes a batch (E, state_dim) of the E episodes "
                                f"that reset_memory(E) started (got shape {tuple(state.shape)}); call reset_memory(E) at "
@@ -1787,8 +1788,8 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
                              seq_len=20,  # training steps of a replayed sequence (paper: 80)
                              burn_in=10))  # steps before them that only refresh the stored memory (paper: 40)
     # batch_size and max_memo count sequences; if_per and her_k are not its: its replay is always prioritized sequences
-    train_defaults = ({name: value for name, value in AgentD3QN.train_defaults.items() if name not in ("if_per", "her_k")}
-                      | dict(batch_size=32, max_memo=2 ** 14, repeat_times=1 / 32))
+    train_defaults = ({name: value for name, value in AgentD3QN.train_defaults.items()
+                       if name not in ("if_per", "her_k")} | dict(batch_size=32, max_memo=2 ** 14, repeat_times=1 / 32))
     memory = None  # (2, N, width) the (h, c) of each explored env copy
     episode_steps = None  # (N,) the next explored step's index in its episode, 0 where it starts one
 
@@ -1839,7 +1840,8 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
         features, memories = net.core(states[self.burn_in:], memory, episode_start[self.burn_in:])
         return features, memories[1:]
 
-    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
         """The online network's Q of the actions taken at the training steps, regressed onto h(G + discount *
         h^-1(next_q)) (G the n-step return, next_q get_next_q's), each step's loss masked to the sequence's episode and
         averaged over its unmasked steps, times the sequence's importance weight (B,); also returns each sequence's
@@ -1869,7 +1871,8 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
                       ) -> torch.Tensor:
         """net's features (seq_len, B, width) of boot_states, each from memories (seq_len, 2, B, width) after its step
         last (seq_len, B): one step of the core for all seq_len * B."""
-        after = memories.permute(0, 2, 1, 3)[last, torch.arange(last.shape[1], device=last.device)]  # (seq_len, B, 2, W)
+        columns = torch.arange(last.shape[1], device=last.device)
+        after = memories.permute(0, 2, 1, 3)[last, columns]  # (seq_len, B, 2, width)
         no_start = torch.zeros((1, last.numel()), device=last.device)
         features = net.core(boot_states.flatten(0, 1)[None], after.flatten(0, 1).transpose(0, 1), no_start)[0]
         return features[0].unflatten(0, last.shape)

@@ -41,8 +41,9 @@ def hand_made_steps(rewards, ends, state_dim=1, width=4):
     not_terminated = torch.tensor([0.0 if ends.get(t) == "terminated" else 1.0 for t in range(num_steps)])
     not_done = torch.tensor([0.0 if t in ends else 1.0 for t in range(num_steps)])
     return (index[:, None].expand(-1, state_dim), torch.zeros((num_steps, 1), dtype=torch.long),
-            torch.tensor(rewards, dtype=torch.float32), not_terminated, not_done, 100 + index[:, None].expand(-1, state_dim),
-            torch.tensor(episode_steps), index.view(-1, 1, 1).expand(-1, 2, width))
+            torch.tensor(rewards, dtype=torch.float32), not_terminated, not_done,
+            100 + index[:, None].expand(-1, state_dim), torch.tensor(episode_steps),
+            index.view(-1, 1, 1).expand(-1, 2, width))
 
 
 def test_sequences_are_cut_per_episode_with_masks_and_hand_computed_n_step_returns():
@@ -79,7 +80,8 @@ def test_sequences_are_cut_per_episode_with_masks_and_hand_computed_n_step_retur
 
 def small_agent(**hyperparameters) -> AgentR2D2:
     torch.manual_seed(0)
-    return AgentR2D2(16, 1, 2, device="cpu", **{"seq_len": 4, "burn_in": 2, "gamma": 0.5, "n_step": 3} | hyperparameters)
+    settings = dict(seq_len=4, burn_in=2, gamma=0.5, n_step=3) | hyperparameters
+    return AgentR2D2(16, 1, 2, device="cpu", **settings)
 
 
 def hand_made_batch(n_step=3):
