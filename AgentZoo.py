@@ -691,8 +691,8 @@ class AgentBase:
     # name it
     if_action_mask = False
     if_multi_agent = False  # True: a team's agent (MultiAgent), num_agents of them on a PettingZoo env
-    # True: its networks carry a memory per env copy (AgentRecurrentPPO), which the evaluator restarts per episode
-    # (reset_memory, keep_memory); the serial loop only
+    # True: its networks carry a memory per env copy (AgentRecurrentPPO, AgentR2D2), which the evaluator restarts per
+    # episode (reset_memory, keep_memory); the serial loop only
     if_recurrent = False
     num_agents = 1
     if_agent_rewards = False  # True: a team's agent with a value per agent, which can learn each agent's own reward
