@@ -1783,8 +1783,9 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     priority_eta = 0.9  # the paper's eta of the sequence priority (section 2.3)
     hyper_defaults = ({name: value for name, value in AgentD3QN.hyper_defaults.items()
                        if name not in ("if_noisy", "if_action_mask", "if_state_norm")}
-                      # h rescales the values instead of reward_scale; 5-step returns as the paper's n (Table 2)
-                      | dict(reward_scale=1.0, n_step=5,
+                      # h rescales the values instead of reward_scale; 5-step returns as the paper's n (Table 2);
+                      # DQN's 1e-3 left a seed of CartPoleNoVel-v1 below 475 (History/UPDATE_LOG.md, 2026-11-26)
+                      | dict(reward_scale=1.0, n_step=5, learning_rate=5e-4,
                              seq_len=20,  # training steps of a replayed sequence (paper: 80)
                              burn_in=10))  # steps before them that only refresh the stored memory (paper: 40)
     # batch_size and max_memo count sequences; if_per and her_k are not its: its replay is always prioritized sequences

