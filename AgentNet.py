@@ -515,6 +515,18 @@ class CriticRecurrentValue(Recurrent, CriticValue):
     """CriticValue on an LSTM's features (Recurrent): V of the state and the memory of its episode so far."""
 
 
+class QNetRecurrentDuel(QNetDuel):
+    """R2D2's Q-network (Kapturowski et al., ICLR 2019, section 2.3): an MLP encoder and an LSTM (RecurrentCore,
+    `core`) in front of QNetDuel's dueling heads, which take the core's features (batch, width) -> Q (batch,
+    action_dim): Q of the state and the memory of its episode so far. As in the paper, the heads' streams start with a
+    hidden layer on the LSTM's output; the Recurrent mixin's single linear head would give the dueling streams none."""
+
+    def __init__(self, net_dim: "int | NetShape", state_dim: int, action_dim: int):
+        width = net_shape(net_dim).widths[-1]
+        super().__init__(NetShape((width,), net_shape(net_dim).activation), width, action_dim)
+        self.core = RecurrentCore(net_dim, state_dim)
+
+
 # ---- multi-agent networks (a team's states: every agent's observation side by side) ----
 
 

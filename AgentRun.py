@@ -45,9 +45,9 @@ import torch.distributed as dist
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
-from AgentNet import NetShape
+from AgentNet import NetShape, net_shape
 from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer, RefusedError, ReplayBuffer,
-                      RecurrentRolloutBuffer, RolloutBuffer, SegmentReplayBuffer, load_weights)
+                      RecurrentRolloutBuffer, RolloutBuffer, SegmentReplayBuffer, SequenceReplayBuffer, load_weights)
 
 
 # ---- the user's surface: the demos, the run's arguments ----
@@ -94,14 +94,15 @@ class Arguments:
     net_dims: tuple | str | None = None  # every MLP's hidden widths instead of two of net_dim, "400,300" (or "400x300",
     #   which a grid keeps whole) or a tuple; None: (net_dim, net_dim)
     activation: str | None = None  # after each hidden layer: relu, tanh, elu or gelu (AgentNet.NetShape); None: relu
-    batch_size: int | None = None  # transitions per gradient step, > 0
+    batch_size: int | None = None  # transitions per gradient step (R2D2: sequences), > 0
     learning_rate: float | None = None  # Adam step size of every network (the critic's where actor_learning_rate is
     #   set), > 0
     actor_learning_rate: float | None = None  # the actor's step size (actor-critic agents), > 0; None: learning_rate
     gamma: float | None = None  # discount factor, 0 < gamma <= 1
     reward_scale: float | None = None  # rewards are multiplied by this before learning, > 0
     soft_update_tau: float | None = None  # target <- tau*online + (1-tau)*target, 0 < tau <= 1
-    max_memo: int | None = None  # replay buffer capacity in transitions (ACER: of its replayed rollouts), > 0
+    max_memo: int | None = None  # replay buffer capacity in transitions (ACER: of its replayed rollouts; R2D2: in
+    #   sequences), > 0
     target_step: int | None = None  # environment steps explored between two updates (all envs together), > 0
     repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
     num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
@@ -132,8 +133,10 @@ class Arguments:
     ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
     target_kl: float | None = None  # PPO: a round's epochs stop once the approximate KL to the policy that acted passes
     #   this (Spinning Up's PPO), > 0; None: they never stop early
-    seq_len: int | None = None  # recurrent PPO: steps of a learning sequence (truncated back-propagation through
-    #   time), >= 1, a divisor of target_step // num_envs
+    seq_len: int | None = None  # recurrent PPO, R2D2: steps of a learning sequence (truncated back-propagation through
+    #   time), >= 1; recurrent PPO: a divisor of target_step // num_envs; R2D2: replayed sequences overlap by half
+    burn_in: int | None = None  # R2D2: steps before a replayed sequence's seq_len that only refresh its stored memory
+    #   (no loss, no gradient), >= 0
     entropy_coef: float | None = None  # PPO, A2C, VPG, TRPO: weight of the entropy bonus, >= 0
     max_kl: float | None = None  # TRPO: the trust region, the largest mean KL(old || new policy) of a step, > 0
     kl_clip: float | None = None  # ACKTR: the trust region of each step in the Fisher's KL; ACER: of the linearised
@@ -254,7 +257,8 @@ class Arguments:
                                    "without it, recorder.csv and the plot hold the same numbers") from None
         if self.her_k:
             self.check_hindsight(env_info)
-        if self.seq_len is not None and (self.target_step // self.num_envs) % self.seq_len:
+        if_rollout_cut = self.seq_len is not None and not self.agent.if_off_policy  # R2D2's sequences overlap instead
+        if if_rollout_cut and (self.target_step // self.num_envs) % self.seq_len:
             raise RefusedError(f"seq_len={self.seq_len} is not accepted with target_step={self.target_step} and "
                                f"num_envs={self.num_envs}: it must divide target_step // num_envs = "
                                f"{self.target_step // self.num_envs}, the steps of each env copy's rollout, so that "
@@ -329,7 +333,7 @@ class Arguments:
             "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
             "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
-            "seq_len": (lambda v: v >= 1, ">= 1"),
+            "seq_len": (lambda v: v >= 1, ">= 1"), "burn_in": (lambda v: v >= 0, ">= 0"),
             "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"), "damping": (lambda v: v > 0, "> 0"),
             "rho_clip": (lambda v: v > 0, "> 0"),
             "lambda_opt": (lambda v: v >= 0, ">= 0"), "lambda_nopt": (lambda v: v >= 0, ">= 0"),
@@ -642,6 +646,10 @@ def new_agent(agent_class: type, net_dim: int, env_info: "EnvInfo", device, hype
 
 
 def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer | RolloutBuffer:
+    if args.agent.if_off_policy and args.agent.if_recurrent:  # R2D2's sequences, each with the memory at its start
+        width = net_shape(network_shape(args.net_dim, args.net_dims, args.activation)).widths[-1]
+        return SequenceReplayBuffer(args.max_memo, env_info.state_dim, width, args.num_envs * args.num_workers,  # a
+                                    args.seq_len, args.burn_in, args.gamma, args.n_step, device)  # round's env copies
     if args.agent.if_off_policy:
         sizes = (args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
         if args.her_k:  # relabelled rewards come from the learner's own copy of the env
@@ -1160,10 +1168,12 @@ def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: b
 
 def build_explore_env(args: "Arguments") -> gym.Env:
     """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
-    vector env of num_envs (on-policy agents always get one). With her_k, a goal env records its episodes' ends.
+    vector env of num_envs (on-policy and recurrent agents always get one). With her_k, a goal env records its
+    episodes' ends.
     It keeps the returns of as many episodes as a round of target_step steps can end, so that an explorer reports
     every episode of its round (new_returns)."""
-    return build_env(args.env, None if args.agent.if_off_policy and args.num_envs == 1 else args.num_envs,
+    if_plain = args.agent.if_off_policy and not args.agent.if_recurrent and args.num_envs == 1
+    return build_env(args.env, None if if_plain else args.num_envs,
                      if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step),
                      if_action_mask=bool(args.if_action_mask))[0]
 
@@ -1768,8 +1778,8 @@ def check_torchrun(args: Arguments):
     as given, before the agent's defaults fill them (Arguments.resolve)."""
     name, world = args.agent.__name__, torchrun_world()[1]
     if args.agent.if_recurrent:
-        raise RefusedError(f"{name} is not accepted under torchrun yet: its memories per env copy run in the serial loop "
-                           f"only; run python AgentRun.py")
+        raise RefusedError(f"{name} is not accepted under torchrun yet: its memories per env copy run in the serial and "
+                           f"multiprocess loops only; run python AgentRun.py")
     if not args.agent.if_data_parallel:
         parallel = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if cls.if_data_parallel)
         raise RefusedError(f"{name} is not accepted under torchrun: its steps are not plain gradient steps that the "

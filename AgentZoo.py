@@ -27,8 +27,9 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorPPO, ActorRecurrentPPO, ActorSAC,
                       COMACritic, Critic, CriticRecurrentValue, CriticValue, CriticTwin,
                       CriticTwinEncoded, CriticTwinShared, Greedy, legal_only, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel,
-                      QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO, TeamCritic,
-                      TeamCriticDiscrete, TeamCriticLocalDiscrete, TeamCriticValue, VDNNet)
+                      QNetRecurrentDuel, QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete,
+                      TeamActorDiscretePPO, TeamActorPPO, TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete,
+                      TeamCriticValue, VDNNet)
 
 # ---- helpers ----
 
@@ -204,6 +205,27 @@ def project_distribution(probs: torch.Tensor, target_support: torch.Tensor, supp
     return projected.scatter_add_(1, (lower + 1).clamp(max=support.shape[0] - 1), probs * upper_share)  # (B, num_atoms)
 
 
+def value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x (Pohlen et al. arXiv:1805.11593, section 3.2; R2D2 learns its
+    Q-values in this space): it shrinks large returns roughly to their square root, so one learning rate suits
+    returns of any size, and it is invertible (value_rescale_inverse), unlike reward clipping."""
+    return x.sign() * ((x.abs() + 1).sqrt() - 1) + eps * x
+
+
+def value_rescale_inverse(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """h^-1(x) = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1), the exact inverse of value_rescale
+    (Pohlen et al. arXiv:1805.11593, Proposition A.2): the root of the quadratic that h(y) = x is in sqrt(|y| + 1)."""
+    return x.sign() * ((((1 + 4 * eps * (x.abs() + 1 + eps)).sqrt() - 1) / (2 * eps)).square() - 1)
+
+
+def sequence_priority(td_abs: torch.Tensor, mask: torch.Tensor, eta: float) -> torch.Tensor:
+    """R2D2's priority of each sequence (arXiv:1810.06059, section 2.3): eta * max_t |td_t| + (1 - eta) * mean_t |td_t|
+    over its unmasked steps; td_abs and mask (T, B) -> (B,). The max keeps a sequence with one large error from being
+    averaged away by its many small ones, as a mean alone over a long sequence would."""
+    td_abs = torch.where(mask.bool(), td_abs, 0)  # a masked step's error counts in neither, whatever its value
+    return eta * td_abs.amax(dim=0) + (1 - eta) * td_abs.sum(dim=0) / mask.sum(dim=0).clamp(min=1)
+
+
 # ---- replay buffers ----
 
 
@@ -220,12 +242,7 @@ class ReplayBuffer:
 
     def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1,
                  num_rewards: int = 1):
-        self.max_len = max_len
-        self.device = torch.device("cpu") if device is None else torch.device(device)
-        self.pointer = 0  # where the next transition is written
-        self.cur_len = 0  # how many transitions are stored, at most max_len
-        self.add_size = 0  # how many were added since the last update; update_net trains on repeat_times * this
-
+        self.init_ring(max_len, device)
         state_dim, action_dim = num_agents * state_dim, num_agents * (1 if if_discrete else action_dim)  # a team's
         self.states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
         self.actions = torch.empty((max_len, action_dim), dtype=torch.long if if_discrete else torch.float32,
@@ -236,6 +253,14 @@ class ReplayBuffer:
         self.next_states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
         self.tensors = (self.states, self.actions, self.rewards, self.discounts, self.next_states)
         self.unit_weight = torch.ones((), device=self.device)
+
+    def init_ring(self, max_len: int, device):
+        """The ring's capacity, device and counters, before any tensor is allocated."""
+        self.max_len = max_len
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.pointer = 0  # where the next transition is written
+        self.cur_len = 0  # how many transitions are stored, at most max_len
+        self.add_size = 0  # how many were added since the last update; update_net trains on repeat_times * this
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
         """Append a trajectory (the tuple explore_env returns), overwriting the oldest when full; returns the
@@ -289,7 +314,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1,
                  num_rewards: int = 1):
         super().__init__(max_len, state_dim, action_dim, if_discrete, device, num_agents, num_rewards)
-        sizes = [math.ceil(max_len / self.fanout) * self.fanout]  # the leaves, then each level up to the root
+        self.init_trees()
+
+    def init_trees(self):
+        """The sum and min trees over max_len leaves at priority 0, and the largest priority so far at 1."""
+        sizes = [math.ceil(self.max_len / self.fanout) * self.fanout]  # the leaves, then each level up to the root
         while sizes[-1] > 1:
             nodes = sizes[-1] // self.fanout
             sizes.append(nodes if nodes == 1 else math.ceil(nodes / self.fanout) * self.fanout)
@@ -365,6 +394,93 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             self.sum_tree[level][:nodes] = self.sum_tree[level - 1].view(-1, self.fanout).sum(dim=1)
             self.min_tree[level][:nodes] = self.min_tree[level - 1].view(-1, self.fanout).amin(dim=1)
         self.max_priority = state["max_priority"].to(self.device)
+
+
+class SequenceReplayBuffer(PrioritizedReplayBuffer):
+    """R2D2's replay (Kapturowski et al., ICLR 2019, section 2.3): fixed-length sequences of one env copy's steps, each
+    stored with the recurrent state (h, c) the explorer had at its first step, prioritized as whole sequences
+    (PrioritizedReplayBuffer's trees and importance weights over sequences; max_len counts sequences).
+
+    A sequence is burn_in + seq_len steps: the k-th of an episode trains on its steps [k * stride, k * stride +
+    seq_len), stride = seq_len // 2 (adjacent ones overlap by half, as the paper's 80 by 40), after a prefix of the
+    burn_in steps before them, which only refresh the stored state. A prefix before the episode's start holds the
+    previous episode's last steps (padding at the run's start); the LSTM zeroes its memory at the episode's first step
+    anyway (AgentNet.RecurrentCore). Steps after the episode's end (the next episode's, which start from zero again)
+    are padding: `mask` is 1 only on the training steps of the sequence's own episode, so a sequence never mixes
+    episodes without a mask. Each step's n-step return is computed inside its sequence (n_step_returns): it never runs
+    across its episode's end (terminated: no bootstrap; truncated: from the final observation), and the sequence's
+    end shortens it, exactly. The bootstrap state of step t is the one after its return's last step, last[t].
+
+    extend takes the explorer's steps (T * N, ...) in step-then-env order (AgentR2D2.explore_env), keeps each copy's
+    last window - 1 steps, so that sequences span rounds, and stores a sequence once its last step is explored; its
+    add_size counts explored steps, as repeat_times does. A resumed run starts new episodes: the kept steps restart."""
+
+    alpha, beta = 0.9, 0.6  # priority and importance-sampling exponents of the R2D2 paper (Table 2)
+
+    def __init__(self, max_len: int, state_dim: int, width: int, num_envs: int, seq_len: int, burn_in: int,
+                 gamma: float, n_step: int, device=None):
+        self.init_ring(max_len, device)
+        self.num_envs, self.seq_len, self.burn_in, self.gamma, self.n_step = num_envs, seq_len, burn_in, gamma, n_step
+        self.stride, self.window = max(1, seq_len // 2), burn_in + seq_len
+        shapes = {"states": ((self.window, state_dim), torch.float32), "actions": ((self.window,), torch.long),
+                  "returns": ((self.window,), torch.float32),  # n-step returns of the rewards times reward_scale
+                  "discounts": ((self.window,), torch.float32),  # gamma^k * not_terminated of their last step
+                  "last": ((self.window,), torch.long),  # the index of that last step in the sequence
+                  "boot_states": ((self.window, state_dim), torch.float32),  # the state after it: the bootstrap's
+                  "episode_start": ((self.window,), torch.float32),  # 1 where the memory is zeroed first
+                  "mask": ((self.window,), torch.float32),  # 1 on the training steps of the sequence's episode
+                  "memory": ((2, width), torch.float32)}  # the explorer's (h, c) before the first step
+        self.tensors = tuple(torch.zeros((max_len, *shape), dtype=dtype, device=self.device)  # (S, ...) each
+                             for shape, dtype in shapes.values())
+        self.init_trees()
+        self.tail = self.padding(state_dim, width)
+
+    def padding(self, state_dim: int, width: int) -> list[torch.Tensor]:
+        """window - 1 steps of each copy before any explored one: no episode's (episode step -1), never trained."""
+        rows, n, device = self.window - 1, self.num_envs, self.device
+        zeros = lambda *shape, dtype=torch.float32: torch.zeros((rows, n, *shape), dtype=dtype, device=device)
+        ones = torch.ones((rows, n), device=device)  # not_terminated, not_done
+        return [zeros(state_dim), zeros(1, dtype=torch.long), zeros(), ones, ones, zeros(state_dim),
+                zeros(dtype=torch.long) - 1, zeros(2, width)]
+
+    def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
+        """Cut the sequences that the explored steps complete (cut) and store them at the largest priority so far."""
+        stream = [torch.cat((kept, new.to(self.device).unflatten(0, (-1, self.num_envs))))  # (K, N, ...) each
+                  for kept, new in zip(self.tail, trajectory, strict=True)]
+        self.tail = [column[column.shape[0] - (self.window - 1):] for column in stream]
+        idx = super().extend(*self.cut(*stream))
+        self.add_size += trajectory[0].shape[0] - idx.shape[0]  # explored steps, not sequences
+        return idx
+
+    def cut(self, states, actions, rewards, not_terminated, not_done, next_states, episode_steps, memories
+            ) -> tuple[torch.Tensor, ...]:
+        """The K steps of each of N copies, (K, N, ...), the first window - 1 of them kept from before -> the S
+        sequences whose first training step (the anchor, at index burn_in) is an episode's step k * stride and whose
+        window ends within the K steps, (S, window, ...) each in the order of `tensors`."""
+        anchors = episode_steps[self.burn_in:episode_steps.shape[0] - self.seq_len + 1]  # (K - window + 1, N)
+        first, env = torch.nonzero((anchors >= 0) & (anchors % self.stride == 0), as_tuple=True)  # (S,) each
+        rows, column = first[:, None] + torch.arange(self.window, device=self.device), env[:, None]  # (S, window)
+        offsets = torch.arange(self.window, device=self.device) - self.burn_in  # steps after the anchor
+        # the anchor's episode goes on exactly where the episode step counts on from the anchor's
+        mask = (episode_steps[rows, column] == anchors[first, env][:, None] + offsets) & (offsets >= 0)  # (S, window)
+        returns, discounts, last = n_step_returns(rewards[rows, column].T, not_terminated[rows, column].T,
+                                                  not_done[rows, column].T, self.gamma, self.n_step)  # (window, S) each
+        boot_states = next_states[rows.gather(1, last.T), column]  # (S, window, state_dim)
+        return (states[rows, column], actions[rows, column].squeeze(-1), returns.T, discounts.T, last.T, boot_states,
+                (episode_steps[rows, column] == 0).float(), mask.float(), memories[first, env])
+
+    def state_dict(self) -> dict:
+        return super().state_dict() | {"num_envs": self.num_envs, "window": self.window}
+
+    def load_state_dict(self, state: dict):
+        """The sequences and their priorities; the kept steps restart (a resumed run starts new episodes)."""
+        for name in ("num_envs", "window"):
+            if state[name] != getattr(self, name):
+                setting = "num_envs" if name == "num_envs" else "seq_len + burn_in"
+                raise RefusedError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved sequence "
+                                   f"replay was written with {setting}={state[name]}; resume with that, or "
+                                   f"if_save_buffer=False")
+        super().load_state_dict(state)
 
 
 class HindsightReplayBuffer(ReplayBuffer):
@@ -581,8 +697,8 @@ class AgentBase:
     # name it
     if_action_mask = False
     if_multi_agent = False  # True: a team's agent (MultiAgent), num_agents of them on a PettingZoo env
-    # True: its networks carry a memory per env copy (AgentRecurrentPPO), which the evaluator restarts per episode
-    # (reset_memory, keep_memory); the serial loop only
+    # True: its networks carry a memory per env copy (AgentRecurrentPPO, AgentR2D2), which the evaluator restarts per
+    # episode (reset_memory, keep_memory); the serial and multiprocess loops, not torchrun
     if_recurrent = False
     # True: explore_env ends each trajectory with its transitions' absolute TD errors, from which a
     # PrioritizedReplayBuffer sets their first priorities (AgentApeX's explorers compute them)
@@ -953,9 +1069,14 @@ class AgentDQN(AgentOffPolicy):
         with eval_mode(self.cri, deterministic and self.if_noisy):  # a switch costs a fifth of a forward: only if noisy
             action = self.legal(self.cri(state), state).argmax(dim=-1)
         if not deterministic:
-            if_random = torch.rand(action.shape, device=self.device) < self.explore_rates(action.shape)
-            action = torch.where(if_random, self.uniform_action(action.shape, state), action)
+            action = self.epsilon_greedy(action, state)
         return action.cpu().numpy()
+
+    def epsilon_greedy(self, action: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """The greedy actions (batch,) at state, each replaced by a uniformly random (legal) one with probability
+        explore_rates (explore_rate; AgentApeX: one per env copy)."""
+        if_random = torch.rand(action.shape, device=self.device) < self.explore_rates(action.shape)
+        return torch.where(if_random, self.uniform_action(action.shape, state), action)
 
     def explore_rates(self, shape: tuple[int, ...]) -> float | torch.Tensor:
         """epsilon of each action of an exploring batch of that shape: explore_rate for all (AgentApeX: one per env
@@ -1558,7 +1679,7 @@ class AgentDiscretePPO(DiscreteOnPolicy, AgentPPO):
     train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)
 
 
-# ---- recurrent PPO (an LSTM's memory per env copy) ----
+# ---- recurrent agents (an LSTM's memory per env copy): the acting memory, recurrent PPO, R2D2 ----
 
 
 def sequences(tensor: torch.Tensor, seq_len: int) -> torch.Tensor:
@@ -1567,7 +1688,37 @@ def sequences(tensor: torch.Tensor, seq_len: int) -> torch.Tensor:
     return tensor.unflatten(0, (-1, seq_len)).transpose(1, 2).flatten(0, 1)
 
 
-class AgentRecurrentPPO(AgentPPO):
+class RecurrentActing:
+    """What a recurrent agent's acting shares (AgentRecurrentPPO, AgentR2D2): select_action acts in E episodes side by
+    side from act_memory, each episode's (h, c) of the acting network's core (act.core), which reset_memory zeroes at
+    their start and keep_memory keeps for the ones that go on (AgentRun.run_episodes); export is refused. Put it first
+    among the bases: class AgentRecurrentPPO(RecurrentActing, AgentPPO)."""
+
+    act_memory = None  # (2, E, width) the acting network's (h, c) of each episode that select_action acts in
+
+    def acting_features(self, state: torch.Tensor) -> torch.Tensor:
+        """The core's features (E, width) of state (E, state_dim), each from its episode's memory, carried on."""
+        if self.act_memory is None or state.dim() != 2 or state.shape[0] != self.act_memory.shape[1]:
+            raise RefusedError(f"{type(self).__name__}.select_action takes a batch (E, state_dim) of the E episodes "
+                               f"that reset_memory(E) started (got shape {tuple(state.shape)}); call reset_memory(E) at "
+                               f"their start, keep_memory(rows) when some end")
+        no_start = torch.zeros((1, state.shape[0]), device=self.device)  # (1, E): reset_memory zeroed the new ones
+        features, memories = self.act.core(state[None], self.act_memory, no_start)
+        self.act_memory = memories[-1]
+        return features[0]
+
+    def reset_memory(self, num_envs: int):
+        self.act_memory = self.act.core.zero_memory(num_envs, self.device)
+
+    def keep_memory(self, rows: list[int]):
+        self.act_memory = self.act_memory[:, rows]
+
+    def policy_module(self) -> nn.Module:
+        raise RefusedError(f"{type(self).__name__} is not accepted by export yet: its policy acts from a memory that "
+                           f"states alone do not give; export takes the agents without memory (if_recurrent=False)")
+
+
+class AgentRecurrentPPO(RecurrentActing, AgentPPO):
     """PPO with an LSTM in front of the actor and of the critic (AgentNet.Recurrent), for partially observed envs
     (CartPoleNoVel-v1). Every PPO rule is AgentPPO's; what memory changes:
     - exploring: each env copy's actor memory goes on across steps and rounds and is zeroed before the step that
@@ -1593,33 +1744,15 @@ class AgentRecurrentPPO(AgentPPO):
     memory = None  # (2, N, width) the actor's (h, c) of each explored env copy
     cri_memory = None  # (2, N, width) the critic's (h, c) after the last rollout it learned from, per env copy
     episode_start = None  # (N,) 1 where the next explored step starts an episode
-    act_memory = None  # (2, E, width) the actor's (h, c) of each episode that select_action acts in
     sequence_inputs = None  # this round's sequences (get_rollout_batch), which a minibatch's indices select
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """state (E, state_dim) of the E episodes that reset_memory started (and keep_memory kept) -> action (E, ...),
         each from its episode's memory, which it carries on."""
-        state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
-        if self.act_memory is None or state.dim() != 2 or state.shape[0] != self.act_memory.shape[1]:
-            raise RefusedError(f"{type(self).__name__}.select_action takes a batch (E, state_dim) of the E episodes "
-                               f"that reset_memory(E) started (got shape {tuple(state.shape)}); call reset_memory(E) at "
-                               f"their start, keep_memory(rows) when some end")
-        no_start = torch.zeros((1, state.shape[0]), device=self.device)  # (1, E): reset_memory zeroed the new ones
-        features, memories = self.act.core(state[None], self.act_memory, no_start)
-        self.act_memory = memories[-1]
-        action = self.act(features[0]) if deterministic else self.act.get_action_log_prob(features[0])[0]
+        features = self.acting_features(torch.as_tensor(state, dtype=torch.float32, device=self.device))
+        action = self.act(features) if deterministic else self.act.get_action_log_prob(features)[0]
         return self.act.convert_action_for_env(action).cpu().numpy()
-
-    def reset_memory(self, num_envs: int):
-        self.act_memory = self.act.core.zero_memory(num_envs, self.device)
-
-    def policy_module(self) -> nn.Module:
-        raise RefusedError(f"{type(self).__name__} is not accepted by export yet: its policy acts from a memory that "
-                           f"states alone do not give; export takes the agents without memory (if_recurrent=False)")
-
-    def keep_memory(self, rows: list[int]):
-        self.act_memory = self.act_memory[:, rows]
 
     def explore_env(self, env, horizon: int) -> tuple[torch.Tensor, ...]:
         """AgentOnPolicy.explore_env's tensors, then the actor's memories the rollout started from (2, N, width) and the
@@ -1701,6 +1834,133 @@ class AgentDiscreteRecurrentPPO(DiscreteOnPolicy, AgentRecurrentPPO):
     act_class = ActorDiscreteRecurrentPPO
     hyper_defaults = AgentRecurrentPPO.hyper_defaults | dict(  # the entropy bonus, no masks (see above)
         entropy_coef=DiscreteOnPolicy.discrete_defaults["entropy_coef"])
+
+
+class AgentR2D2(RecurrentActing, AgentD3QN):
+    """R2D2 (Kapturowski et al., ICLR 2019, "Recurrent Experience Replay in Distributed RL"), on one explorer: dueling
+    double DQN with an LSTM (AgentNet.QNetRecurrentDuel), learning from replayed sequences. What memory changes:
+    - exploring: epsilon-greedy (AgentDQN.epsilon_greedy) from each env copy's memory, carried across steps and rounds
+      and zeroed before the step that starts its next episode; every step is stored with the memory it received and
+      its step in the episode, from which SequenceReplayBuffer cuts overlapping sequences, each with the memory at its
+      first step ("stored state", section 3). A fresh agent (a new run, or a resumed one) starts every copy anew;
+    - learning: each sampled sequence runs from its stored memory through a burn-in prefix without gradient (it only
+      refreshes the stale stored state, section 3), then through its training steps, whose Q of the actions taken are
+      regressed onto n-step double-Q targets in the rescaled space, h(G + discount * h^-1(Q_target(s', argmax_a
+      Q(s', a)))) (value_rescale; section 2.3), the loss masked to the sequence's own episode; the replayed sequence's
+      priority is eta * max + (1 - eta) * mean of its absolute TD errors (sequence_priority);
+    - evaluating: greedy from the memory that reset_memory zeroes per episode (RecurrentActing).
+    Sizes scaled down from the paper's 80 + 40 burn-in to CartPole-length tasks. The serial and multiprocess loops
+    (an explorer process sends each step with the memory it received), without state normalisation or masks of legal
+    actions (the LSTM's input is the state, the head sees features); export refused."""
+
+    if_recurrent = True
+    cri_class = QNetRecurrentDuel
+    net_keywords = ()  # epsilon-greedy only: the LSTM's Q-network has no noisy layers
+    priority_eta = 0.9  # the paper's eta of the sequence priority (section 2.3)
+    hyper_defaults = ({name: value for name, value in AgentD3QN.hyper_defaults.items()
+                       if name not in ("if_noisy", "if_action_mask", "if_state_norm")}
+                      # h rescales the values instead of reward_scale; 5-step returns as the paper's n (Table 2);
+                      # DQN's 1e-3 left a seed of CartPoleNoVel-v1 below 475 (History/UPDATE_LOG.md, 2026-11-26)
+                      | dict(reward_scale=1.0, n_step=5, learning_rate=5e-4,
+                             seq_len=20,  # training steps of a replayed sequence (paper: 80)
+                             burn_in=10))  # steps before them that only refresh the stored memory (paper: 40)
+    # batch_size and max_memo count sequences; if_per and her_k are not its: its replay is always prioritized sequences
+    train_defaults = ({name: value for name, value in AgentD3QN.train_defaults.items()
+                       if name not in ("if_per", "her_k")} | dict(batch_size=32, max_memo=2 ** 14, repeat_times=1 / 32))
+    memory = None  # (2, N, width) the (h, c) of each explored env copy
+    episode_steps = None  # (N,) the next explored step's index in its episode, 0 where it starts one
+
+    @torch.no_grad()
+    def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """state (E, state_dim) of the E episodes that reset_memory started -> action (E,): greedy in Q, from each
+        episode's memory (RecurrentActing.acting_features); exploring: epsilon-greedy."""
+        state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+        action = self.cri(self.acting_features(state)).argmax(dim=-1)
+        return (action if deterministic else self.epsilon_greedy(action, state)).cpu().numpy()
+
+    @torch.no_grad()
+    def explore_vector_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
+        """Step the vector env's N copies horizon times, each from its memory. Returns the T * N steps in step-then-env
+        order: states, actions (T * N, 1), rewards times reward_scale, not_terminated, not_done, next_states (an ended
+        episode's final observation), the step's index in its episode and the memory it received (T * N, 2, width),
+        for SequenceReplayBuffer.extend."""
+        check_same_step(self, env)
+        if self.memory is None or self.last_state is None:  # every copy starts a new episode
+            self.last_state = env.reset()[0] if self.last_state is None else self.last_state
+            self.memory = self.cri.core.zero_memory(env.num_envs, self.device)
+            self.episode_steps = torch.zeros(env.num_envs, dtype=torch.long, device=self.device)
+        as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
+        state, steps = as_tensor(self.last_state), []
+        for _ in range(horizon):
+            features, memories = self.cri.core(state[None], self.memory, (self.episode_steps == 0)[None])
+            action = (as_tensor(self.random_action(env.num_envs, state), torch.long) if if_random else
+                      self.epsilon_greedy(self.cri(features[0]).argmax(dim=-1), state))
+            next_state, reward, terminated, truncated, info = env.step(action.cpu().numpy())
+            steps.append((state, action[:, None], as_tensor(self.learned_reward(reward, info)) * self.reward_scale,
+                          as_tensor(~terminated), as_tensor(~(terminated | truncated)),
+                          as_tensor(final_observations(next_state, info)), self.episode_steps,
+                          self.memory.transpose(0, 1)))
+            self.memory = memories[-1]
+            self.episode_steps = torch.where(as_tensor(terminated | truncated, torch.bool), 0, self.episode_steps + 1)
+            state = as_tensor(next_state)
+        self.last_state = state.cpu().numpy()
+        return tuple(torch.stack(column).flatten(0, 1) for column in zip(*steps))  # (T * N, ...) each
+
+    def unroll(self, net: nn.Module, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """net's core over a batch of B sequences from their stored memories: the burn-in steps without gradient, which
+        only refresh the memory (paper section 3), then the training steps -> their features (seq_len, B, width) and
+        the memory after each of them (seq_len, 2, B, width)."""
+        states, episode_start, memory = batch[0].transpose(0, 1), batch[6].transpose(0, 1), batch[8].transpose(0, 1)
+        if self.burn_in:
+            with torch.no_grad():
+                memory = net.core(states[:self.burn_in], memory, episode_start[:self.burn_in])[1][-1]  # (2, B, width)
+        features, memories = net.core(states[self.burn_in:], memory, episode_start[self.burn_in:])
+        return features, memories[1:]
+
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The online network's Q of the actions taken at the training steps, regressed onto h(G + discount *
+        h^-1(next_q)) (G the n-step return, next_q get_next_q's), each step's loss masked to the sequence's episode and
+        averaged over its unmasked steps, times the sequence's importance weight (B,); also returns each sequence's
+        priority (sequence_priority of the absolute TD errors in the rescaled space, as the paper's)."""
+        actions, returns, discounts, last, boot_states, _, mask = (tensor[:, self.burn_in:].transpose(0, 1)
+                                                                  for tensor in batch[1:8])  # (seq_len, B, ...) each
+        features, memories = self.unroll(self.cri, batch)
+        q = self.cri(features).gather(-1, actions[..., None]).squeeze(-1)  # (seq_len, B)
+        with torch.no_grad():
+            next_q = self.get_next_q(boot_states, last - self.burn_in, memories, self.unroll(self.cri_target, batch)[1])
+            q_target = value_rescale(returns + discounts * value_rescale_inverse(next_q))  # (seq_len, B)
+        loss = torch.where(mask.bool(), self.criterion(q, q_target), 0).sum(dim=0) / mask.sum(dim=0)  # (B,)
+        return (loss * weights).mean(), sequence_priority((q.detach() - q_target).abs(), mask, self.priority_eta)
+
+    def get_next_q(self, boot_states: torch.Tensor, last: torch.Tensor, memories: torch.Tensor,
+                   target_memories: torch.Tensor) -> torch.Tensor:
+        """Double DQN's bootstrap value (arXiv:1509.06461, eq. 4) of each training step's bootstrap state (seq_len, B,
+        state_dim): the online network picks the action and the target network values it, each from its own memory
+        after the step last (seq_len, B) (an index among the training steps), one batched step for them all ->
+        (seq_len, B)."""
+        next_action = self.cri(self.next_features(self.cri, boot_states, last, memories)).argmax(dim=-1, keepdim=True)
+        next_q = self.cri_target(self.next_features(self.cri_target, boot_states, last, target_memories))
+        return next_q.gather(-1, next_action).squeeze(-1)
+
+    @staticmethod
+    def next_features(net: nn.Module, boot_states: torch.Tensor, last: torch.Tensor, memories: torch.Tensor
+                      ) -> torch.Tensor:
+        """net's features (seq_len, B, width) of boot_states, each from memories (seq_len, 2, B, width) after its step
+        last (seq_len, B): one step of the core for all seq_len * B."""
+        columns = torch.arange(last.shape[1], device=last.device)
+        after = memories.permute(0, 2, 1, 3)[last, columns]  # (seq_len, B, 2, width)
+        no_start = torch.zeros((1, last.numel()), device=last.device)
+        features = net.core(boot_states.flatten(0, 1)[None], after.flatten(0, 1).transpose(0, 1), no_start)[0]
+        return features[0].unflatten(0, last.shape)
+
+    @torch.no_grad()
+    def batch_mean_q(self, batch: tuple[torch.Tensor, ...]) -> float:
+        """The online network's mean Q of the actions taken at the unmasked training steps of the call's last batch, in
+        the env's reward units (h^-1 of the rescaled values, divided by reward_scale)."""
+        actions, mask = (tensor[:, self.burn_in:].transpose(0, 1) for tensor in (batch[1], batch[7]))
+        q = self.cri(self.unroll(self.cri, batch)[0]).gather(-1, actions[..., None]).squeeze(-1)  # (seq_len, B)
+        return (value_rescale_inverse(q)[mask.bool()].mean() / self.reward_scale).item()
 
 
 # ---- asynchronous advantage actor-critic (A3C) ----
