@@ -1317,6 +1317,7 @@ class AgentModSAC(AgentSAC):
     if_delay_targets = False
     log_alpha_range = (-16.0, 2.0)  # alpha in [1e-7, 7.4]: a temperature that can neither vanish nor run away
     critic_average = 0.995  # the weight of the past in the running average of the critic's loss
+    target_spread = torch.ones(())  # the variance of the last batch's bootstrap values (get_next_q)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         # [the running average of the critic's loss, actor steps owed], a tensor (on the host) that checkpoints hold,
@@ -1326,25 +1327,32 @@ class AgentModSAC(AgentSAC):
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
 
     def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
-        """The "reliable lambda": lambda = exp(-L^2), L a running average of the critic's loss per head, and the actor
+        """The "reliable lambda": lambda = exp(-L^2), L a running average of the critic's relative loss, and the actor
         takes 1 / (2 - lambda) steps per critic step, from half of them (an unreliable critic) to every one (a
         reliable one). A credit that grows by that share and pays one actor step per unit spreads them evenly.
-        L is a mean squared TD error in units of reward * reward_scale, squared: lambda is 1/2 at L = 0.83 and below
-        0.02 past L = 2, so on tasks whose critic errs by more (Pendulum-v1 at reward_scale 1: History/UPDATE_LOG.md,
-        2026-11-26) the actor steps every other critic step throughout, as TD3's delay. The loss is read on the host
-        each step: free on the CPU, a wait per step on a GPU. Data-parallel learners average it over the ranks first,
-        so that all of them step their actors alike and their all_reduce stays in step."""
+        L is each head's mean squared TD error over the variance of the batch's bootstrap values (target_spread): the
+        share of the values' spread that the critic misses, whatever the reward's units. On the raw loss, lambda
+        stayed near 0 on every task measured (Pendulum-v1: L = 5.6), the actor on half the steps throughout; relative,
+        it reaches 1 as the critic fits (LunarLanderContinuous-v3: History/UPDATE_LOG.md, 2026-11-26). The loss is read
+        on the host each step: free on the CPU, a wait per step on a GPU. Data-parallel learners average it over the
+        ranks first, so that all of them step their actors alike and their all_reduce stays in step."""
+        relative = obj_critic.detach() / 2 / self.target_spread.clamp(min=1e-8)  # two heads' losses summed
         if torch.distributed.is_available() and torch.distributed.is_initialized():
-            obj_critic = obj_critic.detach().clone()  # the summed objective of update_net stays this rank's
-            torch.distributed.all_reduce(obj_critic)
-            obj_critic /= torch.distributed.get_world_size()
+            torch.distributed.all_reduce(relative)
+            relative /= torch.distributed.get_world_size()
         obj_critic_avg, actor_credit = self.actor_share.tolist()
-        obj_critic_avg = (self.critic_average * obj_critic_avg
-                          + (1 - self.critic_average) * obj_critic.item() / 2)  # two heads' losses summed
+        obj_critic_avg = self.critic_average * obj_critic_avg + (1 - self.critic_average) * relative.item()
         actor_credit += 1 / (2 - math.exp(-obj_critic_avg ** 2))
         if_step = actor_credit >= 1
         self.actor_share[0], self.actor_share[1] = obj_critic_avg, actor_credit - if_step
         return if_step
+
+    def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
+        """SAC's soft value of next_state; its variance over the batch is the scale of the critic's loss that
+        if_actor_step reads (target_spread)."""
+        next_q = super().get_next_q(next_state)
+        self.target_spread = next_q.var()
+        return next_q
 
     def extra_save_names(self) -> tuple[str, ...]:
         return super().extra_save_names() + ("actor_share",)

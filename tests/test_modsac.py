@@ -36,6 +36,18 @@ def test_a_half_reliable_critic_gets_two_actor_steps_in_three():
     assert actor_steps(agent, loss, 3000) in (2000, 2001)  # 1 / (2 - 0.5) = 2/3; the first critic step has one
 
 
+def test_the_critics_loss_counts_relative_to_the_spread_of_its_bootstrap_values():
+    """lambda reads the loss over the variance of the batch's bootstrap values, so rewards in other units (a loss
+    2^28 times larger with values 2^14 times wider) give the same share of actor steps."""
+    agent = AgentModSAC(16, 3, 1, device="cpu")
+    next_q = agent.get_next_q(torch.randn(64, 3) * 5)
+    assert torch.equal(agent.target_spread, next_q.var())
+    unit, wide = AgentModSAC(16, 3, 1, device="cpu"), AgentModSAC(16, 3, 1, device="cpu")
+    unit.target_spread, wide.target_spread = torch.tensor(1.0), torch.tensor(2.0 ** 28)
+    loss = 2 * math.sqrt(-math.log(0.5))  # lambda = 0.5 at a unit spread
+    assert actor_steps(unit, loss, 3000) == actor_steps(wide, loss * 2 ** 28, 3000) in (2000, 2001)
+
+
 def test_log_alpha_is_clamped_after_its_step():
     agent = AgentModSAC(16, 3, 1, device="cpu")
     batch = (torch.randn(32, 3),)
