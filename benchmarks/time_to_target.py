@@ -68,7 +68,7 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
 # Taxi's mask of legal actions (info["action_mask"]; issue 44), for our agents and sb3-contrib's MaskablePPO alike
 SUITE["Taxi-v4"] = ["AgentDiscreteSAC", "AgentDQN", "AgentDiscretePPO"]
 # the velocity-masked tasks (issue 43): the recurrent agents, and a feed-forward agent of each family that fails them
-SUITE |= {"CartPoleNoVel-v1": ["AgentDiscreteRecurrentPPO", "AgentDiscretePPO", "AgentD3QN"],
+SUITE |= {"CartPoleNoVel-v1": ["AgentDiscreteRecurrentPPO", "AgentR2D2", "AgentDiscretePPO", "AgentD3QN"],
           "PendulumNoVel-v1": ["AgentRecurrentPPO", "AgentPPO", "AgentSAC"],
           "LunarLanderContinuousNoVel-v3": ["AgentRecurrentPPO", "AgentPPO", "AgentSAC"]}
 TASK_SETTINGS = {"Taxi-v4": ["if_action_mask=True"]}  # the settings our runs of a task add to their defaults
@@ -84,7 +84,8 @@ FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "Agent
           "AgentTRPO": "TRPO", "AgentDiscreteTRPO": "TRPO",  # sb3-contrib's
           "AgentACKTR": "A2C", "AgentDiscreteACKTR": "A2C",  # no ACKTR in SB3 or sb3-contrib: the loop it preconditions
           "AgentACER": "A2C",  # nor ACER: the actor-critic it adds replay to
-          "AgentRecurrentPPO": "RecurrentPPO", "AgentDiscreteRecurrentPPO": "RecurrentPPO"}  # sb3-contrib's
+          "AgentRecurrentPPO": "RecurrentPPO", "AgentDiscreteRecurrentPPO": "RecurrentPPO",  # sb3-contrib's
+          "AgentR2D2": "RecurrentPPO"}  # no R2D2 in SB3 or sb3-contrib: their recurrent agent
 PEER_PREFIX = "SB3-"
 
 
