@@ -98,48 +98,29 @@ def mlp(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]", dim_out: int
 # ---- image encoders (pixels) ----
 
 
-# The encoder of each image size (H, W): conv layers as (out_channels, kernel, stride), then one Linear-ReLU of `width`,
-# and the factor that scales the stored values into [0, 1] inside the network.
-NATURE_DQN = dict(convs=((32, 8, 4), (64, 4, 2), (64, 3, 1)), width=512, scale=1 / 255)  # Mnih et al. 2015, Methods
-IMAGE_ENCODERS = {
-    (84, 84): NATURE_DQN,  # Atari: AgentRun's 84x84 grey frames, a stack of 4
-    # CarRacing-v3's 96x96 RGB frames: the same network (a 8x8 feature map after its convs), as SB3's NatureCNN is for
-    # the RL zoo's CarRacing entry
-    (96, 96): NATURE_DQN,
-    # MinAtar's 10x10xC grids of 0/1 channels (stored as bool: no scaling): Young & Tian arXiv:1903.03176, section 4,
-    # one conv layer of 16 3x3 filters, stride 1, then 128 units
-    (10, 10): dict(convs=((16, 3, 1),), width=128, scale=1.0),
-}
-
-
 def is_image(state_dim: "int | tuple[int, ...]") -> bool:
     """Whether a state_dim is an image's shape (a tuple) rather than a flat state's length."""
     return not isinstance(state_dim, int)
 
 
-def image_layout(shape: tuple[int, ...]) -> tuple[bool, tuple[int, int], int]:
-    """(channels_last, (H, W), channels) of an image shape: (H, W, C) as envs give images (MinAtar, CarRacing), or
-    (C, H, W) as a frame stack is (Atari); the frames are square, which tells the two apart. Refuses other shapes."""
-    if len(shape) == 3 and shape[0] == shape[1] and (shape[0], shape[1]) in IMAGE_ENCODERS:
-        return True, (shape[0], shape[1]), shape[2]
-    if len(shape) == 3 and shape[1] == shape[2] and (shape[1], shape[2]) in IMAGE_ENCODERS:
-        return False, (shape[1], shape[2]), shape[0]
-    sizes = ", ".join(f"{h}x{w}" for h, w in IMAGE_ENCODERS)
-    raise ValueError(f"an image of shape {tuple(shape)} is not accepted: the image encoders take (H, W, C) or "
-                     f"(C, H, W) images of {sizes} pixels (Atari's 84x84 frame stacks, CarRacing's 96x96x3, MinAtar's "
-                     f"10x10xC), or flat states (state_dim,)")
-
-
 class ImageEncoder(nn.Module):
     """Images (..., *shape) of any dtype (uint8 0..255, bool) -> features (..., width): values scaled into [0, 1] here,
     not in the buffer, so that frames are stored in their own dtype; channels-last images moved to (C, H, W) for the
-    convolutions; conv-ReLU layers, flattened, then Linear-ReLU (the spec IMAGE_ENCODERS holds for the image's size)."""
+    convolutions; conv-ReLU layers, flattened, then Linear-ReLU: the spec of the image's size (H, W) in `specs`."""
+
+    # Each size's conv layers as (out_channels, kernel, stride), the width of the Linear-ReLU after them, and the factor
+    # that scales the stored values into [0, 1]. Nature DQN (Mnih et al. 2015, Methods) for Atari's 84x84 grey frame
+    # stacks, and for CarRacing-v3's 96x96 RGB frames too (an 8x8 map after its convs), as SB3's NatureCNN is for the RL
+    # zoo's CarRacing entry; MinAtar's 10x10xC grids of 0/1 channels (bool: no scaling), Young & Tian arXiv:1903.03176,
+    # section 4: one conv layer of 16 3x3 filters, stride 1, then 128 units.
+    nature_dqn = dict(convs=((32, 8, 4), (64, 4, 2), (64, 3, 1)), width=512, scale=1 / 255)
+    specs = {(84, 84): nature_dqn, (96, 96): nature_dqn, (10, 10): dict(convs=((16, 3, 1),), width=128, scale=1.0)}
 
     def __init__(self, shape: tuple[int, ...]):
         super().__init__()
         self.shape = tuple(shape)
-        self.channels_last, size, channels = image_layout(self.shape)
-        spec = IMAGE_ENCODERS[size]
+        self.channels_last, size, channels = self.layout(self.shape)
+        spec = self.specs[size]
         self.scale, self.width = spec["scale"], spec["width"]
         layers, side = [], size[0]
         for out_channels, kernel, stride in spec["convs"]:
@@ -147,6 +128,19 @@ class ImageEncoder(nn.Module):
             channels, side = out_channels, (side - kernel) // stride + 1
         self.convs = nn.Sequential(*layers, nn.Flatten())
         self.fc = nn.Sequential(layer_init_orthogonal(nn.Linear(channels * side * side, self.width)), nn.ReLU())
+
+    @classmethod
+    def layout(cls, shape: tuple[int, ...]) -> tuple[bool, tuple[int, int], int]:
+        """(channels_last, (H, W), channels) of an image shape: (H, W, C) as envs give images (MinAtar, CarRacing), or
+        (C, H, W) as a frame stack is (Atari); the frames are square, which tells the two apart. Refuses other shapes."""
+        if len(shape) == 3 and shape[0] == shape[1] and (shape[0], shape[1]) in cls.specs:
+            return True, (shape[0], shape[1]), shape[2]
+        if len(shape) == 3 and shape[1] == shape[2] and (shape[1], shape[2]) in cls.specs:
+            return False, (shape[1], shape[2]), shape[0]
+        sizes = ", ".join(f"{h}x{w}" for h, w in cls.specs)
+        raise ValueError(f"an image of shape {tuple(shape)} is not accepted: the image encoders take (H, W, C) or "
+                         f"(C, H, W) images of {sizes} pixels (Atari's 84x84 frame stacks, CarRacing's 96x96x3, "
+                         f"MinAtar's 10x10xC), or flat states (state_dim,)")
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         lead = image.shape[:image.dim() - 3]  # () for one image, (batch,), or (T, N) of a rollout
@@ -158,7 +152,9 @@ class ImageEncoder(nn.Module):
 
 def trunk_width(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]") -> int:
     """The width of the features of mlp(net_dim, dim_in, None): the last hidden width, or an image encoder's."""
-    return IMAGE_ENCODERS[image_layout(dim_in)[1]]["width"] if is_image(dim_in) else net_shape(net_dim).widths[-1]
+    if is_image(dim_in):
+        return ImageEncoder.specs[ImageEncoder.layout(dim_in)[1]]["width"]
+    return net_shape(net_dim).widths[-1]
 
 
 class StateNorm(nn.Module):

@@ -45,7 +45,7 @@ import torch.distributed as dist
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
-from AgentNet import NetShape, image_layout, is_image, net_shape
+from AgentNet import ImageEncoder, NetShape, is_image, net_shape
 from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer, RefusedError, ReplayBuffer,
                       RecurrentRolloutBuffer, RolloutBuffer, SegmentReplayBuffer, SequenceReplayBuffer, load_weights)
 
@@ -1117,7 +1117,7 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
 
 def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: int) -> int | tuple[int, ...]:
     """The agents' state_dim of an observation space: a flat Box's length (each agent's, in a team), or the shape of a
-    uint8 or bool image that an encoder takes (AgentNet.image_layout); anything else refused."""
+    uint8 or bool image that an encoder takes (AgentNet.ImageEncoder.layout); anything else refused."""
     accepted = (f"the agents take flat Box observations of shape (state_dim,), Dict, Tuple and Discrete ones of Box and "
                 f"Discrete parts (flattened), a goal env's Dict, or uint8 or bool images")
     if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
@@ -1125,7 +1125,7 @@ def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: in
     if not (isinstance(obs_space, gym.spaces.Box) and obs_space.dtype in (np.uint8, np.bool_) and num_agents == 1):
         raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; {accepted}")
     try:
-        image_layout(obs_space.shape)
+        ImageEncoder.layout(obs_space.shape)
     except ValueError as error:
         raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; {accepted}: {error}") from None
     return tuple(obs_space.shape)

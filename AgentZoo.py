@@ -26,8 +26,8 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorPPO, ActorRecurrentPPO, ActorSAC,
                       COMACritic, Critic, CriticRecurrentValue, CriticValue, CriticTwin,
-                      CriticTwinEncoded, CriticTwinShared, Greedy, is_image, legal_only, QMixNet, QNet, QNetDist, QNetDistDuel,
-                      QNetDuel, QNetRecurrentDuel, QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete,
+                      CriticTwinEncoded, CriticTwinShared, Greedy, is_image, legal_only, QMixNet, QNet, QNetDist,
+                      QNetDistDuel, QNetDuel, QNetRecurrentDuel, QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete,
                       TeamActorDiscretePPO, TeamActorPPO, TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete,
                       TeamCriticValue, VDNNet)
 
@@ -941,7 +941,8 @@ class AgentOffPolicy(AgentBase):
         as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
         rewards, discounts, last = n_step_returns(as_tensor(rewards) * self.reward_scale, as_tensor(not_terminated),
                                                   as_tensor(not_done), self.gamma, self.n_step)
-        next_states = self.as_state_tensor(next_states)[last, torch.arange(last.shape[1], device=self.device)]  # (T, N, ...)
+        envs = torch.arange(last.shape[1], device=self.device)
+        next_states = self.as_state_tensor(next_states)[last, envs]  # (T, N, ...)
         if self.if_discrete:
             actions = as_tensor(actions, torch.long).reshape(*discounts.shape, -1)  # (T, N, 1 or num_agents)
         else:
