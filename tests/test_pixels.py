@@ -190,3 +190,20 @@ def test_agent_without_image_networks_refused(tmp_path):
     args = Arguments(agent="AgentDiscreteACKTR", env=bandit(), cwd=str(tmp_path / "run"))
     with pytest.raises(ValueError, match=r"AgentDiscreteACKTR does not take image observations.*AgentDQN"):
         train_and_evaluate(args)
+
+
+# ---- loops ----
+
+
+def test_multiprocess_run_on_frames_then_resume_and_replay(tmp_path):
+    """MinAtar's bool grids cross from the explorer process to the learner as they are, the checkpoint keeps the
+    replay buffer in that dtype, and the run resumes (serially) and replays from its id."""
+    pytest.importorskip("minatar")
+    import AgentRun
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentDQN", env="MinAtar/Breakout-v1", cwd=cwd, break_step=512, eval_gap=0,
+                                 eval_times=1, target_return=1e9, if_multiprocess=True, max_memo=2048))
+    tensors = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)["tensors"]
+    assert tensors[0].dtype == tensors[4].dtype == torch.bool and tensors[0].shape == (512, 10, 10, 4)
+    assert AgentRun.resume(cwd, break_step=1024, if_multiprocess=False)["step"] == 1024
+    assert AgentRun.replay(cwd, episodes=1, render="none")["avg_length"] > 0
