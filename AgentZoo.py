@@ -1731,7 +1731,8 @@ class RecurrentActing:
 
     def acting_features(self, state: torch.Tensor) -> torch.Tensor:
         """The core's features (E, width) of state (E, state_dim), each from its episode's memory, carried on."""
-        if self.act_memory is None or state.dim() != 2 or state.shape[0] != self.act_memory.shape[1]:
+        state_dims = len(self.state_dim) if is_image(self.state_dim) else 1  # (E, state_dim) or (E, *image_shape)
+        if self.act_memory is None or state.dim() != 1 + state_dims or state.shape[0] != self.act_memory.shape[1]:
             raise RefusedError(f"{type(self).__name__}.select_action takes a batch (E, state_dim) of the E episodes "
                                f"that reset_memory(E) started (got shape {tuple(state.shape)}); call reset_memory(E) at "
                                f"their start, keep_memory(rows) when some end")
