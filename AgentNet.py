@@ -100,7 +100,7 @@ def mlp(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]", dim_out: int
 
 def is_image(state_dim: "int | tuple[int, ...]") -> bool:
     """Whether a state_dim is an image's shape (a tuple) rather than a flat state's length."""
-    return not isinstance(state_dim, int)
+    return isinstance(state_dim, (tuple, list))
 
 
 class ImageEncoder(nn.Module):
