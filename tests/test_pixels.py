@@ -168,6 +168,17 @@ def test_minatar_env_builds_and_steps():
     assert args.if_clip_reward is False  # only Atari's scores are clipped by default
 
 
+def test_car_racing_takes_the_continuous_on_policy_agents():
+    """CarRacing-v3's (96, 96, 3) RGB frames and Box actions: PPO takes them, SAC (whose critic meets the action in its
+    first layer) is refused with the agents that do."""
+    pytest.importorskip("Box2D")
+    env_info = prepare_env("CarRacing-v3")[1]
+    assert env_info.state_dim == (96, 96, 3) and env_info.state_dtype == torch.uint8 and not env_info.if_discrete
+    Arguments(agent="AgentPPO", env="CarRacing-v3").resolve(env_info)
+    with pytest.raises(ValueError, match=r"AgentSAC does not take image observations.*AgentPPO"):
+        Arguments(agent="AgentSAC", env="CarRacing-v3").resolve(env_info)
+
+
 # ---- refused ----
 
 
