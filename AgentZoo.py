@@ -1887,6 +1887,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     (an explorer process sends each step with the memory it received), without state normalisation or masks of legal
     actions (the LSTM's input is the state, the head sees features); export refused."""
 
+    if_image_states = False  # its sequence replay (SequenceReplayBuffer) keeps flat float32 states
     if_recurrent = True
     cri_class = QNetRecurrentDuel
     net_keywords = ()  # epsilon-greedy only: the LSTM's Q-network has no noisy layers
