@@ -4,6 +4,9 @@ Every network takes `net_dim` (hidden width: two layers of it with ReLU, or a Ne
 `state_dim` and `action_dim`; states are float32
 tensors of shape (batch, state_dim). Continuous actions live in [-1, 1]. Every network passes its states
 through `state_norm` first: nn.Identity, or a StateNorm where the agent standardises states.
+Where state_dim is an image's shape (a tuple: (H, W, C) or a frame stack's (C, H, W)), the networks that build their
+first layers with `mlp` take images: a convolutional encoder chosen from the shape (ImageEncoder) in place of the
+hidden layers, states (batch, *state_dim) in their own dtype (uint8, bool), scaled inside the network.
 """
 import math
 
@@ -74,15 +77,84 @@ def build_mlp(dims: list[int], output_std: float = 1.0, if_noisy: bool = False, 
     return nn.Sequential(*layers[:-1])
 
 
-def mlp(net_dim: "int | NetShape", dim_in: int, dim_out: int | None, output_std: float = 1.0, if_noisy: bool = False
-        ) -> nn.Sequential:
+def mlp(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]", dim_out: int | None, output_std: float = 1.0,
+        if_noisy: bool = False) -> nn.Sequential:
     """build_mlp over [dim_in, *the hidden widths, dim_out] of net_dim's shape; dim_out None: a trunk that ends with the
-    activation, its features net_shape(net_dim).widths[-1] wide."""
+    activation, its features trunk_width(net_dim, dim_in) wide. dim_in an image's shape: its ImageEncoder takes the
+    place of the hidden layers (the papers' networks), then one output layer (noisy where if_noisy, as Rainbow's)."""
+    if is_image(dim_in):
+        encoder = ImageEncoder(dim_in)
+        if dim_out is None:
+            return nn.Sequential(encoder)
+        return nn.Sequential(encoder, NoisyLinear(encoder.width, dim_out) if if_noisy else
+                             layer_init_orthogonal(nn.Linear(encoder.width, dim_out), std=output_std))
     shape = net_shape(net_dim)
     if dim_out is None:
         return nn.Sequential(build_mlp([dim_in, *shape.widths], if_noisy=if_noisy, activation=shape.activation),
                              NetShape.activations[shape.activation]())
     return build_mlp([dim_in, *shape.widths, dim_out], output_std, if_noisy, shape.activation)
+
+
+# ---- image encoders (pixels) ----
+
+
+def is_image(state_dim: "int | tuple[int, ...]") -> bool:
+    """Whether a state_dim is an image's shape (a tuple) rather than a flat state's length."""
+    return isinstance(state_dim, (tuple, list))
+
+
+class ImageEncoder(nn.Module):
+    """Images (..., *shape) of any dtype (uint8 0..255, bool) -> features (..., width): values scaled into [0, 1] here,
+    not in the buffer, so that frames are stored in their own dtype; channels-last images moved to (C, H, W) for the
+    convolutions; conv-ReLU layers, flattened, then Linear-ReLU: the spec of the image's size (H, W) in `specs`."""
+
+    # Each size's conv layers as (out_channels, kernel, stride), the width of the Linear-ReLU after them, and the factor
+    # that scales the stored values into [0, 1]. Nature DQN (Mnih et al. 2015, Methods) for Atari's 84x84 grey frame
+    # stacks, and for CarRacing-v3's 96x96 RGB frames too (an 8x8 map after its convs), as SB3's NatureCNN is for the RL
+    # zoo's CarRacing entry; MinAtar's 10x10xC grids of 0/1 channels (bool: no scaling), Young & Tian arXiv:1903.03176,
+    # section 4: one conv layer of 16 3x3 filters, stride 1, then 128 units.
+    nature_dqn = dict(convs=((32, 8, 4), (64, 4, 2), (64, 3, 1)), width=512, scale=1 / 255)
+    specs = {(84, 84): nature_dqn, (96, 96): nature_dqn, (10, 10): dict(convs=((16, 3, 1),), width=128, scale=1.0)}
+
+    def __init__(self, shape: tuple[int, ...]):
+        super().__init__()
+        self.shape = tuple(shape)
+        self.channels_last, size, channels = self.layout(self.shape)
+        spec = self.specs[size]
+        self.scale, self.width = spec["scale"], spec["width"]
+        layers, side = [], size[0]
+        for out_channels, kernel, stride in spec["convs"]:
+            layers += [layer_init_orthogonal(nn.Conv2d(channels, out_channels, kernel, stride)), nn.ReLU()]
+            channels, side = out_channels, (side - kernel) // stride + 1
+        self.convs = nn.Sequential(*layers, nn.Flatten())
+        self.fc = nn.Sequential(layer_init_orthogonal(nn.Linear(channels * side * side, self.width)), nn.ReLU())
+
+    @classmethod
+    def layout(cls, shape: tuple[int, ...]) -> tuple[bool, tuple[int, int], int]:
+        """(channels_last, (H, W), channels) of an image shape: (H, W, C) as envs give images (MinAtar, CarRacing), or
+        (C, H, W) as a frame stack is (Atari); the frames are square, which tells the two apart. Refuses other shapes."""
+        if len(shape) == 3 and shape[0] == shape[1] and (shape[0], shape[1]) in cls.specs:
+            return True, (shape[0], shape[1]), shape[2]
+        if len(shape) == 3 and shape[1] == shape[2] and (shape[1], shape[2]) in cls.specs:
+            return False, (shape[1], shape[2]), shape[0]
+        sizes = ", ".join(f"{h}x{w}" for h, w in cls.specs)
+        raise ValueError(f"an image of shape {tuple(shape)} is not accepted: the image encoders take (H, W, C) or "
+                         f"(C, H, W) images of {sizes} pixels (Atari's 84x84 frame stacks, CarRacing's 96x96x3, "
+                         f"MinAtar's 10x10xC), or flat states (state_dim,)")
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        lead = image.shape[:image.dim() - 3]  # () for one image, (batch,), or (T, N) of a rollout
+        x = image.reshape(-1, *self.shape).float() * self.scale  # (B, *shape) in [0, 1]
+        if self.channels_last:
+            x = x.permute(0, 3, 1, 2)  # (B, C, H, W)
+        return self.fc(self.convs(x)).reshape(*lead, self.width)  # (..., width)
+
+
+def trunk_width(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]") -> int:
+    """The width of the features of mlp(net_dim, dim_in, None): the last hidden width, or an image encoder's."""
+    if is_image(dim_in):
+        return ImageEncoder.specs[ImageEncoder.layout(dim_in)[1]]["width"]
+    return net_shape(net_dim).widths[-1]
 
 
 class StateNorm(nn.Module):
@@ -164,7 +236,7 @@ class QNetDuel(QNet):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         nn.Module.__init__(self)
         self.state_norm = nn.Identity()
-        self.net, width = mlp(net_dim, state_dim, None, if_noisy=if_noisy), net_shape(net_dim).widths[-1]
+        self.net, width = mlp(net_dim, state_dim, None, if_noisy=if_noisy), trunk_width(net_dim, state_dim)
         self.value, self.advantage = (NoisyLinear(width, dim) if if_noisy else
                                       layer_init_orthogonal(nn.Linear(width, dim), std=0.1)
                                       for dim in (num_atoms, action_dim * num_atoms))
@@ -470,7 +542,7 @@ class RecurrentCore(nn.Module):
 
     def __init__(self, net_dim: "int | NetShape", state_dim: int):
         super().__init__()
-        self.width = net_shape(net_dim).widths[-1]
+        self.width = trunk_width(net_dim, state_dim)
         self.encoder = mlp(net_dim, state_dim, None)
         self.cell = nn.LSTMCell(self.width, self.width)
 
@@ -498,7 +570,7 @@ class Recurrent:
     class ActorRecurrentPPO(Recurrent, ActorPPO). The head's methods take the features, core(...)[0]."""
 
     def __init__(self, net_dim: "int | NetShape", state_dim: int, action_dim: int = 0):
-        width = net_shape(net_dim).widths[-1]
+        width = trunk_width(net_dim, state_dim)
         super().__init__(NetShape(()), width, action_dim)  # no hidden layer: the head is one Linear on the features
         self.core = RecurrentCore(net_dim, state_dim)
 

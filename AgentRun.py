@@ -45,7 +45,7 @@ import torch.distributed as dist
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
-from AgentNet import NetShape, net_shape
+from AgentNet import ImageEncoder, NetShape, is_image, net_shape
 from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer, RefusedError, ReplayBuffer,
                       RecurrentRolloutBuffer, RolloutBuffer, SegmentReplayBuffer, SequenceReplayBuffer, load_weights)
 
@@ -85,7 +85,8 @@ class Arguments:
 
     agent: str | type = "AgentSAC"  # an agent class of AgentZoo, or its name
     env: str | gym.Env = "LunarLanderContinuous-v3"  # a gymnasium id, or an Env instance with flat Box observations
-    # or a goal env's Dict ones (GoalObservation)
+    # or a goal env's Dict ones (GoalObservation); images: ALE/<Game>-v5 (pip install ale-py), MinAtar/<Game>-v1 (pip
+    # install minatar), CarRacing-v3 (AgentNet.ImageEncoder)
     cwd: str | None = None  # working directory for outputs; None -> ./{AgentName}_{EnvName}_{seed}
     seed: int = 0  # seeds torch, numpy and the environments
     num_threads: int = 1  # torch threads; small networks on a small CPU run fastest on one, > 0
@@ -150,6 +151,8 @@ class Arguments:
     lambda_nopt: float | None = None  # QTRAN: weight of L_nopt, its inequality at the actions taken, >= 0
     if_state_norm: bool | None = None  # True: networks standardise states by the running mean and std of the explored
     #   ones (AgentNet.StateNorm), saved with every network (actor.pt too); None: the agent's default
+    if_clip_reward: bool | None = None  # the agents that take images: True learns from the rewards' signs (DQN paper),
+    #   while evaluation and recorder.csv report the raw score; None: True on ALE/ ids, else False
     if_action_mask: bool | None = None  # discrete agents (not ACER's, not a team's): True appends the env's mask of legal
     #   actions (info["action_mask"], or a Dict observation's "action_mask") to the states, and the agent never takes an
     #   illegal action nor bootstraps from one (ActionMaskObservation); None: the agent's default (False)
@@ -215,6 +218,11 @@ class Arguments:
             raise RefusedError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
                                f"action spaces, but {env_info.env_name} has a {wanted} action space; "
                                f"use one of {', '.join(suitable)}")
+        if is_image(env_info.state_dim) and not agent_class.if_image_states:
+            suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_image_states
+                        and cls.if_discrete == env_info.if_discrete and not cls.if_multi_agent]
+            raise RefusedError(f"{agent_class.__name__} does not take image observations, but {env_info.env_name}'s are "
+                               f"images of shape {env_info.state_dim}; use one of {', '.join(suitable)}")
         return agent_class
 
     def fill_defaults(self, env_info: "EnvInfo"):
@@ -233,6 +241,8 @@ class Arguments:
             self.explore_rate = 0.0
         if self.if_multiprocess is False and self.num_workers is None:  # a serial run's one explorer (AgentApeX: 2)
             self.num_workers = 1
+        if self.if_clip_reward is None and "if_clip_reward" in own_settings:  # Atari's scores: the DQN paper's clip
+            self.if_clip_reward = env_info.env_name.startswith("ALE/")
         for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and name != "if_multiprocess" and getattr(self, name) is None:
                 setattr(self, name, value)
@@ -257,6 +267,10 @@ class Arguments:
                                    "without it, recorder.csv and the plot hold the same numbers") from None
         if self.her_k:
             self.check_hindsight(env_info)
+        if self.if_state_norm and is_image(env_info.state_dim):
+            raise RefusedError(f"if_state_norm=True is not accepted with image observations ({env_info.env_name}: "
+                               f"{env_info.state_dim}): the image encoder scales pixels inside the network; it accepts "
+                               f"flat Box observations (state_dim,); pass if_state_norm=False")
         if_rollout_cut = self.seq_len is not None and not self.agent.if_off_policy  # R2D2's sequences overlap instead
         if if_rollout_cut and (self.target_step // self.num_envs) % self.seq_len:
             raise RefusedError(f"seq_len={self.seq_len} is not accepted with target_step={self.target_step} and "
@@ -514,7 +528,7 @@ class Learner:
         before: check_finite), add it to the buffer and count its steps, every rank's under torchrun."""
         check_finite(trajectory, self.step, env_copies, None if self.recorder_state is None else self.save)
         self.buffer.extend(*trajectory)  # both buffers move it to the learner's device
-        shape = trajectory[0].shape  # off-policy (steps * envs, state_dim); on-policy (steps, envs, state_dim)
+        shape = trajectory[0].shape  # off-policy (steps * envs, ...); on-policy (steps, envs, ...)
         self.step += (shape[0] if self.agent.if_off_policy else shape[0] * shape[1]) * self.world
 
     def ready(self) -> bool:
@@ -617,7 +631,9 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
     last checkpoint stands), at the first step with a NaN or infinite value in any of its tensors (observation,
     reward, or the agent's own action): learning from it would poison every network. Off-policy tensors are
     (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...), both in step-then-env order."""
-    lead_shape = trajectory[0].shape[:-1]  # states carry one feature dimension after the step dimensions
+    # the step dimensions: the shape of the tensor with the fewest (the rewards' or the discounts'), since states carry
+    # one feature dimension, images three
+    lead_shape = min((tensor.shape for tensor in trajectory), key=len)
     # the per-step tensors; a recurrent rollout's start memories come from the states of rounds already checked
     per_step = [tensor for tensor in trajectory if tensor.shape[:len(lead_shape)] == lead_shape]
     finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in per_step]).all(0)
@@ -659,7 +675,8 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
                                          reward_scale=args.reward_scale, gamma=args.gamma)
         num_rewards = env_info.num_agents if args.agent.if_agent_rewards else 1
         return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents,
-                                                                          num_rewards=num_rewards)
+                                                                          num_rewards=num_rewards,
+                                                                          state_dtype=env_info.state_dtype)
     if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
         return SegmentReplayBuffer(args.max_memo, device)
     return RecurrentRolloutBuffer(device) if args.agent.if_recurrent else RolloutBuffer(device)
@@ -903,7 +920,7 @@ def print_banner(args: Arguments, env_info: "EnvInfo", step: int, where: str):
 @dataclass
 class EnvInfo:
     env_name: str
-    state_dim: int
+    state_dim: int | tuple[int, ...]  # a flat state's length, or an image's shape (AgentNet.ImageEncoder)
     action_dim: int  # number of actions if discrete, else the action vector's length
     if_discrete: bool
     target_return: float  # the spec's reward_threshold; +inf (never stop on return) if it has none
@@ -912,6 +929,7 @@ class EnvInfo:
     # team's, num_agents of them side by side
     if_multi_agent: bool = False
     num_agents: int = 1
+    state_dtype: torch.dtype = torch.float32  # how the buffers store states: float32, or an image's own (uint8, bool)
 
 
 # Pendulum-v1 declares no reward_threshold; -200 is the common choice (shared/BENCH.md). FetchReach-v4 declares none
@@ -998,6 +1016,8 @@ def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
             return value
         if is_mpe2_id(value):
             return make_mpe2_env(value, **kwargs)
+        if value.startswith(tuple(PIXEL_MAKERS)):
+            return make_pixel_env(value, **kwargs)
         return make_robotics_env(value, **kwargs) if value.startswith(ROBOTICS_PREFIXES) else gym.make(value, **kwargs)
     if value["id"] is None:
         raise RefusedError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
@@ -1054,6 +1074,8 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
     rescale Box actions from the agents' [-1, 1] to its bounds (agent_actions)."""
     if isinstance(env, str) and is_mpe2_id(env):
         env = make_mpe2_env(env)
+    elif isinstance(env, str) and env.startswith(tuple(PIXEL_MAKERS)):
+        env = make_pixel_env(env)
     elif isinstance(env, str):
         try:
             env = gym.make(env)
@@ -1080,10 +1102,7 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
 
     obs_space = env.observation_space
     num_agents = len(getattr(env.unwrapped, "possible_agents", [None]))  # a MultiAgentEnv's team, side by side
-    if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
-        raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; the agents take flat "
-                           f"Box observations of shape (state_dim,), Dict, Tuple and Discrete ones of Box and Discrete "
-                           f"parts (flattened), or a goal env's Dict (images are not)")
+    state_dim = observation_shape(obs_space, env_name, num_agents)
     env, if_discrete, action_dim = agent_actions(env, env_name, num_agents)
     if not has_time_limit(env):
         raise RefusedError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
@@ -1091,8 +1110,25 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
     threshold = spec.reward_threshold if spec is not None else None
     if threshold is None:
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
-    return env, EnvInfo(env_name, obs_space.shape[0] // num_agents, action_dim, if_discrete, float(threshold), goal_dim,
-                        hasattr(env.unwrapped, "possible_agents"), num_agents)
+    return env, EnvInfo(env_name, state_dim, action_dim, if_discrete, float(threshold), goal_dim,
+                        hasattr(env.unwrapped, "possible_agents"), num_agents,
+                        torch.from_numpy(np.empty(0, obs_space.dtype)).dtype if is_image(state_dim) else torch.float32)
+
+
+def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: int) -> int | tuple[int, ...]:
+    """The agents' state_dim of an observation space: a flat Box's length (each agent's, in a team), or the shape of a
+    uint8 or bool image that an encoder takes (AgentNet.ImageEncoder.layout); anything else refused."""
+    accepted = (f"the agents take flat Box observations of shape (state_dim,), Dict, Tuple and Discrete ones of Box and "
+                f"Discrete parts (flattened), a goal env's Dict, or uint8 or bool images")
+    if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
+        return obs_space.shape[0] // num_agents
+    if not (isinstance(obs_space, gym.spaces.Box) and obs_space.dtype in (np.uint8, np.bool_) and num_agents == 1):
+        raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; {accepted}")
+    try:
+        ImageEncoder.layout(obs_space.shape)
+    except ValueError as error:
+        raise RefusedError(f"{env_name}: observation space {obs_space} is not supported; {accepted}: {error}") from None
+    return tuple(obs_space.shape)
 
 
 # observation spaces made flat Box ones by gymnasium's flatten utilities (Discrete parts one-hot)
@@ -1913,7 +1949,53 @@ def broadcast_agent(agent: AgentBase, rank: int):
                 part.load_state_dict(state[name])
 
 
-# ---- optional env adapters: goal envs (gymnasium-robotics), PettingZoo (mpe2) ----
+# ---- optional env adapters: pixels (ale-py, minatar), goal envs (gymnasium-robotics), PettingZoo (mpe2) ----
+
+
+# Atari's episode limit: 108,000 frames (27,000 steps at frame skip 4, 30 minutes of play), as Machado et al.
+# arXiv:1709.06009 (section 5) cap an episode. MinAtar's games have none: 10,000 steps, beyond the 5,000 or fewer
+# that a MinAtar episode of a good DQN policy lasts (Young & Tian arXiv:1903.03176), so that evaluation always ends.
+ATARI_MAX_FRAMES, MINATAR_MAX_STEPS = 108_000, 10_000
+
+
+def make_atari_env(env_id: str, **kwargs) -> gym.Env:
+    """An ALE/<Game>-v5 env of ale-py, an optional package (it ships the ROMs), preprocessed as the DQN paper (Mnih et al.
+    2015) and the field since: frames grey and 84x84, each action repeated 4 frames (AtariPreprocessing, so the env is
+    made with frameskip=1; v5's sticky actions, 0.25, stay: Machado et al. arXiv:1709.06009), up to 30 no-op actions
+    at the start, and the last 4 frames stacked, (4, 84, 84) uint8. An episode is a full game (every life), and the
+    rewards are the game's: learning clips them (AgentBase.learned_reward, if_clip_reward), evaluation reports the
+    score."""
+    try:
+        import ale_py
+        import cv2  # noqa: F401  (AtariPreprocessing resizes with it)
+    except ImportError:
+        raise RefusedError(f"{env_id} is an Atari env: pip install ale-py opencv-python-headless (ale-py ships the "
+                           f"ROMs; AtariPreprocessing resizes frames with OpenCV)") from None
+    gym.register_envs(ale_py)
+    env = gym.make(env_id, frameskip=1, max_episode_steps=ATARI_MAX_FRAMES, **kwargs)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
+                                          grayscale_obs=True)
+    return gym.wrappers.FrameStackObservation(env, 4)
+
+
+def make_minatar_env(env_id: str, **kwargs) -> gym.Env:
+    """A MinAtar/<Game>-v1 env (v0: all 6 actions; v1: the game's own) of minatar, an optional package, its
+    observations (10, 10, C) bool grids, limited to MINATAR_MAX_STEPS steps."""
+    try:
+        import minatar.gym
+    except ImportError:
+        raise RefusedError(f"{env_id} is a MinAtar env: pip install minatar") from None
+    if env_id not in gym.registry:
+        minatar.gym.register_envs()
+    return gym.make(env_id, max_episode_steps=MINATAR_MAX_STEPS, **kwargs)
+
+
+PIXEL_MAKERS = {"ALE/": make_atari_env, "MinAtar/": make_minatar_env}  # env ids by prefix, and who makes them
+
+
+def make_pixel_env(env_id: str, **kwargs) -> gym.Env:
+    return next(make for prefix, make in PIXEL_MAKERS.items() if env_id.startswith(prefix))(env_id, **kwargs)
+
 
 
 ROBOTICS_PREFIXES = ("Fetch", "HandManipulate", "HandReach", "PointMaze", "AntMaze", "Adroit", "FrankaKitchen")
@@ -2250,7 +2332,8 @@ def export(cwd: str) -> dict[str, str]:
     config = read_run(cwd, "export")
     env_info = prepare_env(env_from_config(config["env"]), if_action_mask=bool(config.get("if_action_mask")))[1]
     policy = saved_agent(cwd, config, env_info, device="cpu").policy_module().eval()
-    example = torch.zeros(2, env_info.state_dim * env_info.num_agents)  # a batch of the env's observations
+    shape = env_info.state_dim if is_image(env_info.state_dim) else (env_info.state_dim * env_info.num_agents,)
+    example = torch.zeros(2, *shape, dtype=env_info.state_dtype)  # a batch of the env's observations
     paths = {"torchscript": os.path.join(cwd, "actor_torchscript.pt")}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit's: the format this export promises

@@ -26,8 +26,8 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorPPO, ActorRecurrentPPO, ActorSAC,
                       COMACritic, Critic, CriticRecurrentValue, CriticValue, CriticTwin,
-                      CriticTwinEncoded, CriticTwinShared, Greedy, legal_only, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel,
-                      QNetRecurrentDuel, QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete,
+                      CriticTwinEncoded, CriticTwinShared, Greedy, is_image, legal_only, QMixNet, QNet, QNetDist,
+                      QNetDistDuel, QNetDuel, QNetRecurrentDuel, QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete,
                       TeamActorDiscretePPO, TeamActorPPO, TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete,
                       TeamCriticValue, VDNNet)
 
@@ -238,19 +238,22 @@ class ReplayBuffer:
     transition still bootstraps from its next state. Each transition stands alone: nothing spans two of them.
     A multi-agent team's transition (num_agents > 1) holds every agent's state and action side by side, and every
     agent's own reward where its agents learn from their own (num_rewards = num_agents: if_agent_rewards).
+    Images (state_dim an image's shape) are stored in the env's dtype (state_dtype: uint8 frames, MinAtar's bool
+    grids), a quarter of float32's memory or less, and sampled so: the networks scale them (AgentNet.ImageEncoder).
     """
 
-    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1,
-                 num_rewards: int = 1):
+    def __init__(self, max_len: int, state_dim: "int | tuple[int, ...]", action_dim: int, if_discrete: bool, device=None,
+                 num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.float32):
         self.init_ring(max_len, device)
-        state_dim, action_dim = num_agents * state_dim, num_agents * (1 if if_discrete else action_dim)  # a team's
-        self.states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
+        action_dim = num_agents * (1 if if_discrete else action_dim)  # a team's
+        state_shape = tuple(state_dim) if is_image(state_dim) else (num_agents * state_dim,)
+        self.states = torch.empty((max_len, *state_shape), dtype=state_dtype, device=self.device)  # (N, *state_shape)
         self.actions = torch.empty((max_len, action_dim), dtype=torch.long if if_discrete else torch.float32,
                                    device=self.device)  # (N, 1) integers or (N, action_dim)
         reward_shape = (max_len,) if num_rewards == 1 else (max_len, num_rewards)  # a team's each agent's: num_rewards
         self.rewards = torch.empty(reward_shape, dtype=torch.float32, device=self.device)  # (N,) or (N, num_rewards)
         self.discounts = torch.empty(max_len, dtype=torch.float32, device=self.device)  # (N,)
-        self.next_states = torch.empty((max_len, state_dim), dtype=torch.float32, device=self.device)  # (N, state_dim)
+        self.next_states = torch.empty_like(self.states)  # (N, *state_shape)
         self.tensors = (self.states, self.actions, self.rewards, self.discounts, self.next_states)
         self.unit_weight = torch.ones((), device=self.device)
 
@@ -311,9 +314,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     alpha, beta, eps = 0.6, 0.4, 1e-6  # the paper's proportional variant (Table 3); eps keeps every p_i above 0
     fanout = 32
 
-    def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, num_agents: int = 1,
-                 num_rewards: int = 1):
-        super().__init__(max_len, state_dim, action_dim, if_discrete, device, num_agents, num_rewards)
+    def __init__(self, max_len: int, state_dim: "int | tuple[int, ...]", action_dim: int, if_discrete: bool, device=None,
+                 num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.float32):
+        super().__init__(max_len, state_dim, action_dim, if_discrete, device, num_agents, num_rewards, state_dtype)
         self.init_trees()
 
     def init_trees(self):
@@ -692,6 +695,11 @@ class AgentBase:
     # True: every network standardises its states by the running mean and std of the explored ones (AgentNet.StateNorm,
     # update_state_norm); a hyperparameter of the agents whose hyper_defaults name it
     if_state_norm = False
+    # True: learning takes the sign of every reward (learned_reward), the evaluation the raw score; a hyperparameter of
+    # the agents that take images (if_image_states), whose hyper_defaults name it
+    if_clip_reward = False
+    # True: its networks take image observations (state_dim an image's shape: AgentNet.ImageEncoder)
+    if_image_states = False
     # True: the states end with a mask of the legal actions (AgentRun.ActionMaskObservation), and the agent never takes
     # an illegal one nor values a state by one (legal); a hyperparameter of the discrete agents whose hyper_defaults
     # name it
@@ -722,6 +730,10 @@ class AgentBase:
 
         self.act = self.act_target = self.cri = self.cri_target = None
         self.act_optimizer = self.cri_optimizer = None
+        if self.if_state_norm and is_image(state_dim):
+            raise RefusedError(f"if_state_norm=True is not accepted with image observations (shape {tuple(state_dim)}): "
+                               f"their encoder scales pixels inside the network (AgentNet.ImageEncoder); it accepts "
+                               f"flat Box observations (state_dim,); pass if_state_norm=False")
         self.init_networks()
         if self.if_state_norm:
             for module in self.state_takers():
@@ -746,10 +758,15 @@ class AgentBase:
         """The optimizer of the actor or the critic: Adam."""
         return new_adam(net.parameters(), learning_rate, self.device)
 
+    def as_state_tensor(self, state) -> torch.Tensor:
+        """States on the agent's device: flat ones as float32, images in their own dtype (uint8, bool), which the
+        buffers store and the networks scale (AgentNet.ImageEncoder)."""
+        return torch.as_tensor(state, dtype=None if is_image(self.state_dim) else torch.float32, device=self.device)
+
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """state (state_dim,) or (batch, state_dim) -> action (action_dim,) or (batch, action_dim) in [-1, 1]."""
-        state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+        state = self.as_state_tensor(state)
         action = self.act(state) if deterministic else self.explore_action(state)
         return action.cpu().numpy()
 
@@ -777,8 +794,10 @@ class AgentBase:
 
     def learned_reward(self, reward, info: dict):
         """The reward the agent learns from, of the env's step (reward and info; a vector env's, one per copy): the
-        env's reward (a team's: MultiAgent's)."""
-        return reward
+        env's reward (a team's: MultiAgent's), or its sign with if_clip_reward (DQN, Mnih et al. 2015: one learning
+        rate for games whose scores differ in scale). The env's own rewards stay raw: the returns the recorder reports
+        are the game's score."""
+        return np.sign(reward) if self.if_clip_reward else reward
 
     def state_takers(self) -> list[nn.Module]:
         """Every module of every network, targets included, that takes states (has a state_norm), each once."""
@@ -922,12 +941,13 @@ class AgentOffPolicy(AgentBase):
         as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
         rewards, discounts, last = n_step_returns(as_tensor(rewards) * self.reward_scale, as_tensor(not_terminated),
                                                   as_tensor(not_done), self.gamma, self.n_step)
-        next_states = as_tensor(next_states)[last, torch.arange(last.shape[1], device=self.device)]  # (T, N, state_dim)
+        envs = torch.arange(last.shape[1], device=self.device)
+        next_states = self.as_state_tensor(next_states)[last, envs]  # (T, N, ...)
         if self.if_discrete:
             actions = as_tensor(actions, torch.long).reshape(*discounts.shape, -1)  # (T, N, 1 or num_agents)
         else:
             actions = as_tensor(actions)
-        return tuple(t.flatten(0, 1) for t in (as_tensor(states), actions, rewards, discounts, next_states))
+        return tuple(t.flatten(0, 1) for t in (self.as_state_tensor(states), actions, rewards, discounts, next_states))
 
     def random_action(self, num_envs: int | None = None, state: np.ndarray | None = None) -> np.ndarray:
         """Uniform over the action space in the agent's units: an integer index (a legal one, if_action_mask, of the
@@ -1039,12 +1059,14 @@ class AgentDQN(AgentOffPolicy):
     exploration and the Huber loss."""
 
     if_discrete = True
+    if_image_states = True  # the DQN family up to Rainbow: its Q-networks take images (AgentNet.mlp)
     # reward_scale 0.1 keeps CartPole's Q-values (up to 100 unscaled) where the Huber loss is quadratic; half an update
     # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md, 2026-11-23)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1,
                                                      if_noisy=False,  # noisy layers (NoisyLinear) explore instead
-                                                     if_action_mask=False)
+                                                     if_action_mask=False,
+                                                     if_clip_reward=False)  # learn from the rewards' signs
     net_keywords = ("if_noisy",)  # the hyperparameters that cri_class takes
     # num_envs 8: one policy call acts for 8 envs, cheaper per transition (History/UPDATE_LOG.md, 2026-11-23)
     train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, repeat_times=0.5, num_envs=8,
@@ -1065,7 +1087,7 @@ class AgentDQN(AgentOffPolicy):
         """state (state_dim,) or (batch, state_dim) -> integer action () or (batch,). Deterministic: greedy, with
         noisy layers at their mean (eval mode); exploring: epsilon-greedy, noisy layers with fresh noise. Legal actions
         only, if_action_mask."""
-        state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+        state = self.as_state_tensor(state)
         with eval_mode(self.cri, deterministic and self.if_noisy):  # a switch costs a fifth of a forward: only if noisy
             action = self.legal(self.cri(state), state).argmax(dim=-1)
         if not deterministic:
@@ -1388,13 +1410,14 @@ class AgentDiscreteSAC(AgentSAC):
     the entropy enters the policy's objective and the temperature's, not the critic's target (get_next_q)."""
 
     if_discrete = True
+    if_image_states = True
     act_class, cri_class = ActorDiscretePPO, QNetTwin
     # random_steps 0: the initial policy is uniform, it explores
     # DQN's 8 envs, half an update per step: SAC's were slower on LunarLander-v3 (History/UPDATE_LOG.md, 2026-11-24)
     train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
     # a categorical policy samples actions, not noise
     hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items()
-                      if name not in ("noise_beta", "random_beta")} | dict(if_action_mask=False)
+                      if name not in ("noise_beta", "random_beta")} | dict(if_action_mask=False, if_clip_reward=False)
     # of the uniform policy's entropy log(action_dim); the paper's 0.98 ran alpha away, and with the entropy kept out of
     # the target (get_next_q) 0.6 solved more LunarLander-v3 seeds than 0.3 (History/UPDATE_LOG.md, 2026-11-24)
     target_entropy_share = 0.6
@@ -1447,6 +1470,7 @@ class AgentOnPolicy(AgentBase):
     epochs, A2C (ACKTR, A3C) steps both once, PPO in epochs of minibatches."""
 
     if_off_policy = False
+    if_image_states = True  # ActorPPO, ActorDiscretePPO and CriticValue take images (AgentNet.mlp)
     act_class, cri_class = ActorPPO, CriticValue
     # one step on a short rollout (A2C's); agents that step more than once on it add batch_size and repeat_times
     train_defaults = dict(net_dim=64, target_step=256, num_envs=8, num_workers=1,
@@ -1455,7 +1479,8 @@ class AgentOnPolicy(AgentBase):
                           actor_learning_rate=None,  # None: learning_rate
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
                           entropy_coef=0.0,  # weight of the entropy bonus; the Gaussian's learned std explores
-                          if_state_norm=False)  # standardised states (AgentNet.StateNorm)
+                          if_state_norm=False,  # standardised states (AgentNet.StateNorm)
+                          if_clip_reward=False)  # learn from the rewards' signs (learned_reward)
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
     target_kl = None  # PPO's early stop of a round's epochs (update_minibatches); a hyperparameter of the PPO family
@@ -1473,7 +1498,7 @@ class AgentOnPolicy(AgentBase):
         state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
         rollout = [[] for _ in range(7)]
         for _ in range(horizon):
-            state_t = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+            state_t = self.as_state_tensor(state)
             action, log_prob = self.get_action_behaviour(state_t)
             next_state, reward, terminated, truncated, info = env.step(self.act.convert_action_for_env(action).cpu().numpy())
             self.end_step(terminated | truncated)
@@ -1485,7 +1510,7 @@ class AgentOnPolicy(AgentBase):
 
         states, actions, log_probs, rewards, not_terminated, not_done, next_states = map(torch.stack, rollout)
         return (states, actions, log_probs, rewards.float() * self.reward_scale, not_terminated.float(),
-                not_done.float(), next_states.float())
+                not_done.float(), self.as_state_tensor(next_states))
 
     def get_action_behaviour(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A sampled action and what the rollout keeps of the policy that chose it: its log-prob, (N,) each."""
@@ -1706,7 +1731,8 @@ class RecurrentActing:
 
     def acting_features(self, state: torch.Tensor) -> torch.Tensor:
         """The core's features (E, width) of state (E, state_dim), each from its episode's memory, carried on."""
-        if self.act_memory is None or state.dim() != 2 or state.shape[0] != self.act_memory.shape[1]:
+        state_dims = len(self.state_dim) if is_image(self.state_dim) else 1  # (E, state_dim) or (E, *image_shape)
+        if self.act_memory is None or state.dim() != 1 + state_dims or state.shape[0] != self.act_memory.shape[1]:
             raise RefusedError(f"{type(self).__name__}.select_action takes a batch (E, state_dim) of the E episodes "
                                f"that reset_memory(E) started (got shape {tuple(state.shape)}); call reset_memory(E) at "
                                f"their start, keep_memory(rows) when some end")
@@ -1758,7 +1784,7 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """state (E, state_dim) of the E episodes that reset_memory started (and keep_memory kept) -> action (E, ...),
         each from its episode's memory, which it carries on."""
-        features = self.acting_features(torch.as_tensor(state, dtype=torch.float32, device=self.device))
+        features = self.acting_features(self.as_state_tensor(state))
         action = self.act(features) if deterministic else self.act.get_action_log_prob(features)[0]
         return self.act.convert_action_for_env(action).cpu().numpy()
 
@@ -1861,6 +1887,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     (an explorer process sends each step with the memory it received), without state normalisation or masks of legal
     actions (the LSTM's input is the state, the head sees features); export refused."""
 
+    if_image_states = False  # its sequence replay (SequenceReplayBuffer) keeps flat float32 states
     if_recurrent = True
     cri_class = QNetRecurrentDuel
     net_keywords = ()  # epsilon-greedy only: the LSTM's Q-network has no noisy layers
@@ -2236,6 +2263,7 @@ class AgentACKTR(AgentA2C):
     gradients (KFAC), each step bounded by a trust region. The actor's Fisher is that of its action distribution;
     the critic's that of a Gaussian of unit variance around V(s) (ACKTR section 3.1)."""
 
+    if_image_states = False  # KFAC has Kronecker factors for nn.Linear layers only, none for convolutions
     hyper_defaults = AgentA2C.hyper_defaults | dict(learning_rate=0.25,  # eta_max, the largest step along F^-1 g
                                                     kl_clip=0.001,  # delta, the trust region of each step in KL
                                                     damping=0.01)  # added to the Kronecker-factored Fisher
@@ -2305,6 +2333,7 @@ class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
     the truncated importance-weighted policy gradient with bias correction (section 3.2) projected into the trust region
     around the average policy (trust_region_step)."""
 
+    if_image_states = False  # not yet tried on images
     if_act_target = True  # the average policy network
     cri_class = QNet
     train_defaults = AgentOnPolicy.train_defaults | dict(repeat_times=4,  # rollouts replayed per new one
@@ -2397,7 +2426,7 @@ class MultiAgent:
         agent (if_agent_rewards), every agent's, (..., num_agents): its own (info["agent_rewards"]), or with
         common_reward the sum for each."""
         if not self.if_agent_rewards:
-            return reward
+            return super().learned_reward(reward, info)
         if self.common_reward:
             return np.repeat(np.asarray(reward, np.float32)[..., None], self.num_agents, axis=-1)
         if np.ndim(reward) == 0:

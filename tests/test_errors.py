@@ -43,7 +43,9 @@ def test_discrete_agent_on_continuous_actions(tmp_path):
 
 
 @pytest.mark.parametrize("observation_space", [
-    gym.spaces.Box(0, 255, (84, 84, 3), np.uint8),  # an image
+    gym.spaces.Box(0, 255, (64, 64, 3), np.uint8),  # an image of a size no encoder takes (tests/test_pixels.py: those
+    gym.spaces.Box(0, 255, (84, 84), np.uint8),  # taken, 84x84, 96x96 and 10x10 with their channels)
+    gym.spaces.Box(0.0, 1.0, (84, 84, 3), np.float32),  # images are uint8 or bool, scaled inside the network
     gym.spaces.Dict({"position": gym.spaces.Text(5)}),  # parts that do not flatten (issue 44: Dict, Tuple and Discrete
     gym.spaces.Tuple((gym.spaces.Box(-1, 1, (2,)), gym.spaces.Text(3))),  # observations of Box and Discrete parts are
     # flattened, tests/test_research_knobs.py)

@@ -49,6 +49,7 @@ def evaluate(env, agent, episodes=3) -> float:
 
 def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
     my_sac = copy_into_module(tmp_path, ["layer_init_orthogonal", "NetShape", "net_shape", "build_mlp", "mlp", "StateNorm",
+                                          "is_image", "ImageEncoder",  # mlp's encoder where the states are images
                                           "Actor", "ActorSAC", "Critic", "CriticTwin"],
                               HELPERS + ["AgentBase", "AgentOffPolicy", "AgentSAC"])
     torch.manual_seed(0)
@@ -72,6 +73,7 @@ def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
 def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
     my_rainbow = copy_into_module(
         tmp_path, ["layer_init_orthogonal", "NoisyLinear", "NetShape", "net_shape", "build_mlp", "mlp", "StateNorm", "QNet", "QNetDuel", "QNetDist",
+                   "is_image", "ImageEncoder", "trunk_width",  # mlp's encoder where the states are images
                    "QNetDistDuel", "Actor", "Critic"],  # AgentOffPolicy names DDPG's networks as its defaults
         HELPERS + ["project_distribution", "PrioritizedReplayBuffer", "AgentBase", "AgentOffPolicy",
                    "AgentDQN", "AgentC51", "AgentRainbow"])

@@ -1,0 +1,223 @@
+"""Learning from pixels (issue 42): the image encoders, images stored in their own dtype, the pixel envs (Atari through
+ale-py, MinAtar through minatar), rewards clipped for learning only, a tiny image task learned, and what is refused."""
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from AgentNet import (ActorDiscretePPO, ActorPPO, CriticValue, ImageEncoder, QNet, QNetDistDuel, QNetDuel, QNetTwin)
+from AgentRun import Arguments, build_env, prepare_env, run_episodes, train_and_evaluate
+from AgentZoo import AgentDiscretePPO, AgentDQN, ReplayBuffer, RolloutBuffer
+
+
+class ImageBanditEnv(gym.Env):
+    """One step an episode: an image with a lit column in its left or right half; action 0 pays `pay` for the left,
+    action 1 for the right, the other 0. A policy that reads the image earns `pay` every episode; one that does not,
+    half of that on average."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, shape=(10, 10, 1), dtype=np.bool_, pay=1.0):
+        high = 1 if dtype == np.bool_ else 255
+        self.observation_space = gym.spaces.Box(0, high, shape, dtype)
+        self.high, self.pay, self.side = high, pay, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.side = int(self.np_random.integers(2))
+        return self.observe(), {}
+
+    def observe(self) -> np.ndarray:
+        image = np.zeros(self.observation_space.shape, self.observation_space.dtype)
+        width = self.observation_space.shape[1]  # (H, W, C) or a stack's (C, H, W): W is the middle or last axis
+        column = width // 4 + self.side * width // 2
+        if self.observation_space.shape[0] == self.observation_space.shape[1]:
+            image[:, column] = self.high
+        else:
+            image[..., column] = self.high
+        return image
+
+    def step(self, action):
+        return self.observe(), self.pay * float(int(action) == self.side), True, False, {}
+
+
+def bandit(**kwargs) -> gym.Env:
+    return gym.wrappers.TimeLimit(ImageBanditEnv(**kwargs), max_episode_steps=1)
+
+
+# ---- encoders ----
+
+
+@pytest.mark.parametrize("shape, width", [((4, 84, 84), 512), ((96, 96, 3), 512), ((10, 10, 4), 128),
+                                          ((10, 10, 10), 128)])
+def test_encoder_output_shapes(shape, width):
+    """Nature DQN (3136 features after its convs at 84x84) and MinAtar's one conv layer; channels last or first; any
+    leading dimensions, uint8 or bool in."""
+    encoder = ImageEncoder(shape)
+    assert encoder(torch.zeros(shape, dtype=torch.uint8)).shape == (width,)
+    assert encoder(torch.zeros((3, 2, *shape), dtype=torch.bool)).shape == (3, 2, width)
+    if shape == (4, 84, 84):
+        assert encoder.fc[0].in_features == 64 * 7 * 7 and not encoder.channels_last
+        assert [conv.kernel_size[0] for conv in encoder.convs if isinstance(conv, torch.nn.Conv2d)] == [8, 4, 3]
+
+
+@pytest.mark.parametrize("net_class, out_shape", [(QNet, (5, 6)), (QNetDuel, (5, 6)), (QNetDistDuel, (5, 6)),
+                                                  (QNetTwin, (5, 6)), (ActorPPO, (5, 6)), (ActorDiscretePPO, (5,)),
+                                                  (CriticValue, (5,))])
+def test_networks_on_images(net_class, out_shape):
+    net = net_class(32, (4, 84, 84), 6)
+    assert isinstance(net.net[0] if hasattr(net, "net") else net.q1.net[0], ImageEncoder)
+    assert net(torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)).shape == out_shape
+
+
+def test_pixels_are_scaled_inside_the_network():
+    """uint8 frames and the same values as floats / 255 are one input: the encoder scales by 1/255 (MinAtar's 0/1
+    grids are not scaled)."""
+    encoder = ImageEncoder((84, 84, 3))
+    frames = torch.randint(0, 256, (2, 84, 84, 3), dtype=torch.uint8)
+    torch.testing.assert_close(encoder(frames), encoder.fc(encoder.convs(frames.permute(0, 3, 1, 2).float() / 255)))
+    assert ImageEncoder((10, 10, 4)).scale == 1.0
+
+
+# ---- storage ----
+
+
+def test_uint8_storage_end_to_end():
+    """Frames explored from a uint8 env reach the replay buffer as uint8 (a quarter of float32's bytes), come out of a
+    sample as uint8 and become floats only inside the network; a checkpoint keeps them uint8."""
+    env, env_info = build_env(bandit(shape=(4, 84, 84), dtype=np.uint8), num_envs=2)
+    assert env_info.state_dim == (4, 84, 84) and env_info.state_dtype == torch.uint8
+    agent = AgentDQN(32, env_info.state_dim, env_info.action_dim, device="cpu")
+    buffer = ReplayBuffer(64, env_info.state_dim, 2, True, state_dtype=env_info.state_dtype)
+    assert buffer.states.dtype == torch.uint8 and buffer.states.nbytes == 64 * 4 * 84 * 84
+    buffer.extend(*agent.explore_env(env, 8))
+    (states, _, _, _, next_states), _, _ = buffer.sample(16)
+    assert states.dtype == next_states.dtype == torch.uint8 and states.shape == (16, 4, 84, 84)
+    assert int(states.max()) == 255  # the lit column, stored as it was
+    assert agent.cri(states).dtype == torch.float32
+    assert all(t.dtype == torch.uint8 for t in (buffer.state_dict()["tensors"][0], buffer.state_dict()["tensors"][4]))
+
+
+def test_rollout_keeps_bool_images():
+    env, env_info = build_env(bandit(), num_envs=2)
+    agent = AgentDiscretePPO(32, env_info.state_dim, env_info.action_dim, device="cpu")
+    buffer = RolloutBuffer()
+    buffer.extend(*agent.explore_env(env, 4))
+    assert buffer.states.dtype == buffer.next_states.dtype == torch.bool and buffer.states.shape == (4, 2, 10, 10, 1)
+    assert agent.update_net(buffer, 4, 1)["obj_critic"] >= 0
+
+
+# ---- learning ----
+
+
+@pytest.mark.parametrize("agent, break_step", [("AgentDQN", 3000), ("AgentDiscretePPO", 4096)])
+def test_image_task_learned(tmp_path, agent, break_step):
+    """The bandit's image says which action pays: an agent that reads it earns 1 every evaluation episode."""
+    args = Arguments(agent=agent, env=bandit(), cwd=str(tmp_path / "run"), break_step=break_step, eval_gap=0,
+                     target_return=1.0, if_multiprocess=False)
+    result = train_and_evaluate(args)
+    assert result["if_solved"], result
+
+
+# ---- rewards: clipped for learning, raw in the record ----
+
+
+def test_clipped_rewards_for_learning_raw_returns_for_the_record():
+    """With if_clip_reward the transitions hold the rewards' signs (times reward_scale), while the explorer's episode
+    statistics and the evaluation report the env's own rewards."""
+    env, env_info = build_env(bandit(pay=5.0))
+    agent = AgentDQN(32, env_info.state_dim, env_info.action_dim, device="cpu", if_clip_reward=True, explore_rate=0.0)
+    agent.cri.net[-1].bias.data[:] = torch.tensor([1.0, -1.0])  # always action 0: paid in about half the episodes
+    rewards = agent.explore_env(env, 64)[2]
+    torch.testing.assert_close(rewards.unique(), torch.tensor([0.0, agent.reward_scale]))
+    assert set(env.return_queue) == {0.0, 5.0}
+    assert {ret for ret, _, _ in run_episodes([prepare_env(bandit(pay=5.0))[0] for _ in range(8)], agent)} == {0.0, 5.0}
+
+
+# ---- pixel environments ----
+
+
+def test_atari_preprocessing_and_raw_scores():
+    """ALE/<Game>-v5: 84x84 grey frames, a stack of 4, uint8; a full game; the score as the game counts it (Space
+    Invaders pays 5 to 30 points an invader), which learning clips by default on ALE ids."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    env, env_info = prepare_env("ALE/SpaceInvaders-v5")
+    assert env_info.state_dim == (4, 84, 84) and env_info.state_dtype == torch.uint8 and env_info.action_dim == 6
+    state = env.reset(seed=0)[0]
+    assert state.shape == (4, 84, 84) and state.dtype == np.uint8
+    env.action_space.seed(0)
+    rewards, lives = [], 3
+    while lives == 3:  # until the first life is lost: it does not end the game
+        state, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        rewards.append(reward)
+        lives = info["lives"]
+        assert not terminated and len(rewards) < 5000
+    assert max(rewards) >= 5  # raw points, not their sign
+    args = Arguments(agent="AgentDQN", env="ALE/SpaceInvaders-v5")
+    args.resolve(env_info)
+    assert args.if_clip_reward is True
+
+
+def test_minatar_env_builds_and_steps():
+    pytest.importorskip("minatar")
+    env, env_info = prepare_env("MinAtar/Breakout-v1")
+    assert env_info.state_dim == (10, 10, 4) and env_info.state_dtype == torch.bool and env_info.action_dim == 3
+    assert env.spec.max_episode_steps == 10_000
+    state = env.reset(seed=0)[0]
+    assert state.dtype == np.bool_ and env.step(0)[0].shape == (10, 10, 4)
+    args = Arguments(agent="AgentDQN", env="MinAtar/Breakout-v1")
+    args.resolve(env_info)
+    assert args.if_clip_reward is False  # only Atari's scores are clipped by default
+
+
+def test_car_racing_takes_the_continuous_on_policy_agents():
+    """CarRacing-v3's (96, 96, 3) RGB frames and Box actions: PPO takes them, SAC (whose critic meets the action in its
+    first layer) is refused with the agents that do."""
+    pytest.importorskip("Box2D")
+    env_info = prepare_env("CarRacing-v3")[1]
+    assert env_info.state_dim == (96, 96, 3) and env_info.state_dtype == torch.uint8 and not env_info.if_discrete
+    Arguments(agent="AgentPPO", env="CarRacing-v3").resolve(env_info)
+    with pytest.raises(ValueError, match=r"AgentSAC does not take image observations.*AgentPPO"):
+        Arguments(agent="AgentSAC", env="CarRacing-v3").resolve(env_info)
+
+
+# ---- refused ----
+
+
+@pytest.mark.parametrize("shape", [(64, 64, 3), (84, 84), (3, 84, 96)])
+def test_image_of_an_unsupported_shape_refused(shape):
+    with pytest.raises(ValueError, match=r"is not supported.*images of 84x84, 96x96, 10x10 pixels"):
+        prepare_env(gym.wrappers.TimeLimit(ImageBanditEnv(shape=shape, dtype=np.uint8), max_episode_steps=1))
+
+
+def test_state_norm_on_images_refused(tmp_path):
+    args = Arguments(agent="AgentDiscretePPO", env=bandit(), cwd=str(tmp_path / "run"), if_state_norm=True)
+    with pytest.raises(ValueError, match=r"if_state_norm=True is not accepted with image observations.*flat Box"):
+        train_and_evaluate(args)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match=r"if_state_norm=True is not accepted with image observations"):
+        AgentDiscretePPO(32, (10, 10, 1), 2, device="cpu", if_state_norm=True)
+
+
+def test_agent_without_image_networks_refused(tmp_path):
+    args = Arguments(agent="AgentDiscreteACKTR", env=bandit(), cwd=str(tmp_path / "run"))
+    with pytest.raises(ValueError, match=r"AgentDiscreteACKTR does not take image observations.*AgentDQN"):
+        train_and_evaluate(args)
+
+
+# ---- loops ----
+
+
+def test_multiprocess_run_on_frames_then_resume_and_replay(tmp_path):
+    """MinAtar's bool grids cross from the explorer process to the learner as they are, the checkpoint keeps the
+    replay buffer in that dtype, and the run resumes (serially) and replays from its id."""
+    pytest.importorskip("minatar")
+    import AgentRun
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentDQN", env="MinAtar/Breakout-v1", cwd=cwd, break_step=512, eval_gap=0,
+                                 eval_times=1, target_return=1e9, if_multiprocess=True, max_memo=2048))
+    tensors = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)["tensors"]
+    assert tensors[0].dtype == tensors[4].dtype == torch.bool and tensors[0].shape == (512, 10, 10, 4)
+    assert AgentRun.resume(cwd, break_step=1024, if_multiprocess=False)["step"] == 1024
+    assert AgentRun.replay(cwd, episodes=1, render="none")["avg_length"] > 0
