@@ -1997,7 +1997,6 @@ def make_pixel_env(env_id: str, **kwargs) -> gym.Env:
     return next(make for prefix, make in PIXEL_MAKERS.items() if env_id.startswith(prefix))(env_id, **kwargs)
 
 
-
 ROBOTICS_PREFIXES = ("Fetch", "HandManipulate", "HandReach", "PointMaze", "AntMaze", "Adroit", "FrankaKitchen")
 
 
