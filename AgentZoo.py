@@ -1338,11 +1338,11 @@ class AgentModSAC(AgentSAC):
     cri_class = CriticTwinShared
     if_delay_targets = False
     log_alpha_range = (-16.0, 2.0)  # alpha in [1e-7, 7.4]: a temperature that can neither vanish nor run away
-    critic_average = 0.995  # the weight of the past in the running average of the critic's loss
+    critic_average = 0.995  # the weight of the past in the running average of the critic's relative loss
     target_spread = torch.ones(())  # the variance of the last batch's bootstrap values (get_next_q)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
-        # [the running average of the critic's loss, actor steps owed], a tensor (on the host) that checkpoints hold,
+        # [the running average of the critic's relative loss, actor steps owed], a tensor (on the host) that checkpoints hold,
         # so that a resumed run goes on with its lambda: a start at which the critic is half reliable, and the first
         # critic step followed by an actor step. Before the base's __init__, whose StateNorm setup reads every part.
         self.actor_share = torch.tensor([math.sqrt(-math.log(0.5)), 1.0], dtype=torch.float64)
