@@ -1342,9 +1342,9 @@ class AgentModSAC(AgentSAC):
     target_spread = torch.ones(())  # the variance of the last batch's bootstrap values (get_next_q)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
-        # [the running average of the critic's relative loss, actor steps owed], a tensor (on the host) that checkpoints hold,
-        # so that a resumed run goes on with its lambda: a start at which the critic is half reliable, and the first
-        # critic step followed by an actor step. Before the base's __init__, whose StateNorm setup reads every part.
+        # [the running average of the critic's relative loss, actor steps owed], a tensor (on the host) that
+        # checkpoints hold, so that a resumed run goes on with its lambda: a start at which the critic is half
+        # reliable, and the first critic step followed by an actor step. Before the base's __init__, whose StateNorm setup reads every part.
         self.actor_share = torch.tensor([math.sqrt(-math.log(0.5)), 1.0], dtype=torch.float64)
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
 
