@@ -46,8 +46,9 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 
 import AgentZoo
 from AgentNet import ImageEncoder, NetShape, is_image, net_shape
-from AgentZoo import (AgentBase, HindsightReplayBuffer, PrioritizedReplayBuffer, RefusedError, ReplayBuffer,
-                      RecurrentRolloutBuffer, RolloutBuffer, SegmentReplayBuffer, SequenceReplayBuffer, load_weights)
+from AgentZoo import (AgentBase, FrameStackPrioritizedReplayBuffer, FrameStackReplayBuffer, HindsightReplayBuffer,
+                      PrioritizedReplayBuffer, RefusedError, ReplayBuffer, RecurrentRolloutBuffer, RolloutBuffer,
+                      SegmentReplayBuffer, SequenceReplayBuffer, load_weights)
 
 
 # ---- the user's surface: the demos, the run's arguments ----
@@ -673,6 +674,9 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
             return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
                                          num_envs=args.num_envs * args.num_workers,  # a round's env copies
                                          reward_scale=args.reward_scale, gamma=args.gamma)
+        if env_info.frame_stack > 1:  # each frame stored once, a round's env copies each a stream of frames
+            return (FrameStackPrioritizedReplayBuffer if args.if_per else FrameStackReplayBuffer)(
+                *sizes, state_dtype=env_info.state_dtype, num_envs=args.num_envs * args.num_workers, n_step=args.n_step)
         num_rewards = env_info.num_agents if args.agent.if_agent_rewards else 1
         return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents,
                                                                           num_rewards=num_rewards,
@@ -930,6 +934,7 @@ class EnvInfo:
     if_multi_agent: bool = False
     num_agents: int = 1
     state_dtype: torch.dtype = torch.float32  # how the buffers store states: float32, or an image's own (uint8, bool)
+    frame_stack: int = 1  # S > 1: the states stack S frames (FrameStackObservation), which replay stores once each
 
 
 # Pendulum-v1 declares no reward_threshold; -200 is the common choice (shared/BENCH.md). FetchReach-v4 declares none
@@ -1112,7 +1117,16 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
     return env, EnvInfo(env_name, state_dim, action_dim, if_discrete, float(threshold), goal_dim,
                         hasattr(env.unwrapped, "possible_agents"), num_agents,
-                        torch.from_numpy(np.empty(0, obs_space.dtype)).dtype if is_image(state_dim) else torch.float32)
+                        torch.from_numpy(np.empty(0, obs_space.dtype)).dtype if is_image(state_dim) else torch.float32,
+                        frame_stack(env) if is_image(state_dim) else 1)
+
+
+def frame_stack(env: gym.Env) -> int:
+    """How many frames an image env's states stack: FrameStackObservation's stack_size, else 1."""
+    try:
+        return env.get_wrapper_attr("stack_size")
+    except AttributeError:
+        return 1
 
 
 def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: int) -> int | tuple[int, ...]:

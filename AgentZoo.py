@@ -399,6 +399,165 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = state["max_priority"].to(self.device)
 
 
+def equal_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Whether a[i, j] and b[i, j] are equal in every entry, (I, J) bool; compared 8 bytes at a time where the
+    entries are bytes (uint8, bool frames) that come in multiples of 8."""
+    a, b = a.flatten(2), b.flatten(2)
+    if a.element_size() == 1 and a.shape[-1] % 8 == 0:
+        a, b = a.view(torch.int64), b.view(torch.int64)
+    return (a == b).all(-1)
+
+
+class FrameStacks:
+    """A replay buffer's mixin (FrameStackReplayBuffer, FrameStackPrioritizedReplayBuffer) for states that stack an
+    env copy's last S frames (gymnasium's FrameStackObservation: Atari's (4, 84, 84)): each frame is stored once, in
+    a ring of frames, and a transition holds the stamps (the how-many-th frame written) of its state's S frames and
+    of its next state's; sampling gathers the stacks, as rlpyt's frame buffer does (Stooke & Abbeel
+    arXiv:1909.01500). About 7,600 bytes per Atari transition, not 56,464 (BENCHMARKS.md).
+
+    Which frames a stack shares with another is read from the frames themselves, so that every stack comes back bit
+    for bit as the env gave it. A state that is its env copy's state before again (a round's first state, which the
+    round before saw as a next state) adds no frame; one whose first S - 1 frames are the last S - 1 of the state
+    before continues it and adds its last frame; an episode's first state, the reset frame S times
+    (FrameStackObservation's padding), adds one; anything else (a stacking padded another way) adds all S. A next
+    state is the state k <= n_step steps on where it is one; else it continues one of the states between (an
+    episode's final observation; a round's last) and adds its last frame, once; anything else adds all S. So no stack
+    reaches into the episode before. extend takes the trajectory in the step-then-env order of num_envs copies
+    (AgentOffPolicy.as_transitions). The ring holds max_len * 17 / 16 frames, and grows where the live transitions
+    need more (reserve: a task whose episodes last a few steps): no frame a live transition reads is overwritten.
+    A resumed run starts new episodes (AgentRun), so checkpoints keep no copy's last state."""
+
+    def __init__(self, max_len: int, state_dim: tuple[int, ...], action_dim: int, if_discrete: bool, device=None,
+                 num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.uint8, *, num_envs: int,
+                 n_step: int):
+        self.stack, self.num_envs, self.n_step = state_dim[0], num_envs, n_step
+        # the state columns hold stamps: a state's S (a next state's S) and the transition's oldest
+        super().__init__(max_len, (self.stack + 1,), action_dim, if_discrete, device, num_agents, num_rewards, torch.long)
+        self.capacity = max_len + max_len // 16 + 2 * self.stack * num_envs
+        self.frames = torch.empty((self.capacity, *state_dim[1:]), dtype=state_dtype, device=self.device)
+        self.written = 0  # frames ever written: frame `stamp` is in slot stamp % capacity
+        self.last = [None] * num_envs  # each copy's last next state and its stamps: the next round's first state
+
+    def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
+        """The transitions with their states as stamps (then PrioritizedReplayBuffer's priorities, if any), and the
+        frames they add."""
+        states, actions, rewards, discounts, next_states, *priorities = trajectory
+        state_stamps, next_stamps, new = self.stamps(states, next_states)
+        oldest = torch.minimum(state_stamps.amin(1), next_stamps.amin(1))[:, None]
+        idx = super().extend(torch.cat((state_stamps, oldest), 1), actions, rewards, discounts,
+                             torch.cat((next_stamps, oldest), 1), *priorities)
+        oldest = min([int(self.states[:self.cur_len, -1].min())] + [min(stamps) for _, stamps in self.last])
+        self.reserve(self.written + new.shape[0] - oldest)
+        slots = torch.arange(self.written, self.written + new.shape[0], device=self.device) % self.capacity
+        self.frames[slots] = new.to(self.device)
+        self.written += new.shape[0]
+        return idx
+
+    def stamps(self, states: torch.Tensor, next_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each transition's state and next state as the stamps of their frames, (T * N, S) each, and the new frames,
+        (W, ...) stamped from `written` on: shared frames read from the stacks' contents (the docstring). The common
+        cases are compared for the whole round at once, the rest (episode ends, a round's ends) one by one."""
+        n, s, n_step = self.num_envs, self.stack, self.n_step
+        states, next_states = (x.cpu().unflatten(0, (-1, n)) for x in (states, next_states))  # (T, N, S, ...)
+        steps = states.shape[0]
+        continues = equal_rows(states[1:, :, :-1], states[:-1, :, 1:]).tolist()  # (T - 1, N): state t + 1 of t
+        n_on = equal_rows(next_states[:steps - n_step], states[n_step:]).tolist()  # next state t is state t + n_step
+        sources = []  # each new frame's (stacks: 0 states, 1 next states; step; env; place in the stack)
+
+        def add(stacks: int, t: int, env: int, places) -> list[int]:
+            sources.extend((stacks, t, env, place) for place in places)
+            return list(range(self.written + len(sources) - len(places), self.written + len(sources)))
+
+        state_stamps, next_stamps = [], []  # (N, T, S) lists
+        for env in range(n):
+            before, stamps = self.last[env] or (None, None)
+            rows = []
+            for t in range(steps):
+                if t > 0 and continues[t - 1][env]:
+                    stamps = stamps[1:] + add(0, t, env, [s - 1])
+                    rows.append(stamps)
+                    continue
+                state = states[t, env]
+                if t == 0 and before is not None and torch.equal(state, before):
+                    pass  # the last next state of the round before
+                elif t == 0 and before is not None and torch.equal(state[:-1], before[1:]):
+                    stamps = stamps[1:] + add(0, t, env, [s - 1])
+                elif torch.equal(state, state[-1:].expand_as(state)):  # an episode's first: its reset frame S times
+                    stamps = add(0, t, env, [s - 1]) * s
+                else:
+                    stamps = add(0, t, env, range(s))
+                rows.append(stamps)
+            state_stamps.append(rows)
+            finals, rows = {}, []  # the step whose state a final observation continues -> (its last frame's stamp, t)
+            for t in range(steps):
+                if t < steps - n_step and n_on[t][env]:
+                    rows.append(state_stamps[env][t + n_step])
+                    continue
+                next_state = next_states[t, env]
+                k = next((k for k in range(1, n_step) if t + k < steps and torch.equal(next_state, states[t + k, env])),
+                         None)
+                j = None if k is not None else next((j for j in range(t, min(t + n_step, steps))
+                                                     if torch.equal(next_state[:-1], states[j, env, 1:])), None)
+                if k is not None:
+                    rows.append(state_stamps[env][t + k])
+                elif j is not None:
+                    if j not in finals or not torch.equal(next_states[finals[j][1], env, -1], next_state[-1]):
+                        finals[j] = (add(1, t, env, [s - 1])[0], t)
+                    rows.append(state_stamps[env][j][1:] + [finals[j][0]])
+                else:
+                    rows.append(add(1, t, env, range(s)))
+            next_stamps.append(rows)
+            self.last[env] = (next_states[-1, env], rows[-1])
+        sources = torch.tensor(sources, dtype=torch.long).reshape(-1, 4)
+        new = torch.empty((sources.shape[0], *states.shape[3:]), dtype=states.dtype)
+        for stacks, tensor in enumerate((states, next_states)):
+            rows = sources[:, 0] == stacks
+            new[rows] = tensor[sources[rows, 1], sources[rows, 2], sources[rows, 3]]
+        as_stamps = lambda rows: torch.tensor(rows, dtype=torch.long).transpose(0, 1).flatten(0, 1).to(self.device)
+        return as_stamps(state_stamps), as_stamps(next_stamps), new
+
+    def reserve(self, needed: int):
+        """Enlarge the ring to hold `needed` frames (from the oldest a live transition reads to the newest), each
+        frame kept under its stamp."""
+        if needed <= self.capacity:
+            return
+        capacity = max(needed, self.capacity + self.capacity // 8)
+        stamps = torch.arange(max(0, self.written - self.capacity), self.written, device=self.device)
+        frames = torch.empty((capacity, *self.frames.shape[1:]), dtype=self.frames.dtype, device=self.device)
+        frames[stamps % capacity] = self.frames[stamps % self.capacity]
+        self.frames, self.capacity = frames, capacity
+
+    def sample(self, batch_size: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
+        """The buffer's sample with the states and next states stacked from their frames, (B, S, ...) each."""
+        (states, actions, rewards, discounts, next_states), weights, idx = super().sample(batch_size)
+        return (self.stacked(states), actions, rewards, discounts, self.stacked(next_states)), weights, idx
+
+    def stacked(self, stamps: torch.Tensor) -> torch.Tensor:
+        return self.frames[stamps[:, :-1] % self.capacity]
+
+    def state_dict(self) -> dict:
+        """The transitions, and the frames they read, oldest first, in their own dtype."""
+        oldest = int(self.states[:self.cur_len, -1].min()) if self.cur_len else self.written
+        stamps = torch.arange(oldest, self.written, device=self.device)
+        return super().state_dict() | {"frames": self.frames[stamps % self.capacity].to("cpu", copy=True),
+                                       "written": self.written}
+
+    def load_state_dict(self, state: dict):
+        super().load_state_dict(state)
+        self.written, self.last = state["written"], [None] * self.num_envs
+        frames = state["frames"].to(self.device)
+        self.reserve(frames.shape[0])
+        self.frames[torch.arange(self.written - frames.shape[0], self.written, device=self.device) % self.capacity] = frames
+
+
+class FrameStackReplayBuffer(FrameStacks, ReplayBuffer):
+    """ReplayBuffer of frame stacks, each frame stored once (FrameStacks)."""
+
+
+class FrameStackPrioritizedReplayBuffer(FrameStacks, PrioritizedReplayBuffer):
+    """PrioritizedReplayBuffer of frame stacks, each frame stored once (FrameStacks)."""
+
+
 class SequenceReplayBuffer(PrioritizedReplayBuffer):
     """R2D2's replay (Kapturowski et al., ICLR 2019, section 2.3): fixed-length sequences of one env copy's steps, each
     stored with the recurrent state (h, c) the explorer had at its first step, prioritized as whole sequences
