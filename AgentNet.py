@@ -402,27 +402,46 @@ class CriticTwinShared(nn.Module):
         return self.q1(hidden).squeeze(1), self.q2(hidden).squeeze(1)
 
 
-class CriticTwinEncoded(nn.Module):
-    """CriticTwinShared on encoded states: a state encoder (one Linear-ReLU layer, as the first layer of ActorSAC's
-    net) whose features meet the action in the shared trunk. AgentInterSAC gives it the actor's first layer as its
-    encoder, so that one state encoding serves both networks; on its own it keeps an encoder of its own."""
+class CriticEncoded(nn.Module):
+    """Q(s, a) on encoded states: a state encoder, shaped as the first layer of the actors' nets (one Linear-ReLU
+    layer; on images their ImageEncoder), whose features meet the action in the trunk. AgentInterAC gives it the
+    actor's encoder, so that one state encoding serves both networks; on its own it keeps an encoder of its own."""
 
-    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+    def __init__(self, net_dim: int, state_dim: "int | tuple[int, ...]", action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        # states -> (batch, widths[0]), initialised and keyed as the first two modules of ActorSAC's net
         shape = net_shape(net_dim)
         widths, activation = shape.widths, shape.activation
-        self.encoder = nn.Sequential(layer_init_orthogonal(nn.Linear(state_dim, widths[0])), NetShape.activations[activation]())
-        self.net = nn.Sequential(build_mlp([widths[0] + action_dim, *(widths[1:] or widths)], activation=activation),
+        if is_image(state_dim):  # initialised and keyed as the first module of the actors' net (mlp)
+            self.encoder = nn.Sequential(ImageEncoder(state_dim))
+            features = self.encoder[0].width
+        else:  # as the first two modules of the actors' net
+            self.encoder = nn.Sequential(layer_init_orthogonal(nn.Linear(state_dim, widths[0])),
+                                         NetShape.activations[activation]())
+            features = widths[0]
+        self.net = nn.Sequential(build_mlp([features + action_dim, *(widths[1:] or widths)], activation=activation),
                                  NetShape.activations[activation]())
-        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(widths[-1], 1), std=0.1) for _ in range(2))
+        self.q1 = layer_init_orthogonal(nn.Linear(widths[-1], 1), std=0.1)
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.get_q_heads(state, action)[0]  # (batch,)
 
+    def hidden(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat((self.encoder(self.state_norm(state)), action), dim=1))  # (batch, widths[-1])
+
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        hidden = self.net(torch.cat((self.encoder(self.state_norm(state)), action), dim=1))  # (batch, net_dim)
+        return (self.q1(self.hidden(state, action)).squeeze(1),)
+
+
+class CriticTwinEncoded(CriticEncoded):
+    """CriticTwinShared on encoded states (CriticEncoded with a second head), AgentInterSAC's critic."""
+
+    def __init__(self, net_dim: int, state_dim: "int | tuple[int, ...]", action_dim: int):
+        super().__init__(net_dim, state_dim, action_dim)
+        self.q2 = layer_init_orthogonal(nn.Linear(net_shape(net_dim).widths[-1], 1), std=0.1)
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        hidden = self.hidden(state, action)
         return self.q1(hidden).squeeze(1), self.q2(hidden).squeeze(1)
 
 

@@ -25,7 +25,7 @@ import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorPPO, ActorRecurrentPPO, ActorSAC,
-                      COMACritic, Critic, CriticRecurrentValue, CriticValue, CriticTwin,
+                      COMACritic, Critic, CriticEncoded, CriticRecurrentValue, CriticValue, CriticTwin,
                       CriticTwinEncoded, CriticTwinShared, Greedy, is_image, legal_only, QMixNet, QNet, QNetDist,
                       QNetDistDuel, QNetDuel, QNetRecurrentDuel, QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete,
                       TeamActorDiscretePPO, TeamActorPPO, TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete,
@@ -917,6 +917,10 @@ class AgentBase:
         """The optimizer of the actor or the critic: Adam."""
         return new_adam(net.parameters(), learning_rate, self.device)
 
+    def batch_shape(self, state: torch.Tensor) -> torch.Size:
+        """The leading dimensions of states (..., state_dim) or images (..., *image_shape): the batch's."""
+        return state.shape[:state.dim() - (len(self.state_dim) if is_image(self.state_dim) else 1)]
+
     def as_state_tensor(self, state) -> torch.Tensor:
         """States on the agent's device: flat ones as float32, images in their own dtype (uint8, bool), which the
         buffers store and the networks scale (AgentNet.ImageEncoder)."""
@@ -1408,7 +1412,7 @@ class AgentDDPG(AgentOffPolicy):
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         return self.act.get_action(state, self.explore_noise,
-                                   self.standard_noise((*state.shape[:-1], self.num_agents * self.action_dim),
+                                   self.standard_noise((*self.batch_shape(state), self.num_agents * self.action_dim),
                                                        self.noise_beta))
 
 
@@ -1456,7 +1460,7 @@ class AgentSAC(AgentOffPolicy):
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         """A sample of the policy, its standard normal draws coloured along the steps by noise_beta."""
-        return self.act.get_action(state, self.standard_noise((*state.shape[:-1], self.action_dim), self.noise_beta))
+        return self.act.get_action(state, self.standard_noise((*self.batch_shape(state), self.action_dim), self.noise_beta))
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Soft value of next_state: min of the target twins minus alpha * log pi (SAC paper, eq. 3). With n_step > 1
@@ -1544,23 +1548,40 @@ class AgentModSAC(AgentSAC):
             self.log_alpha.clamp_(*self.log_alpha_range)
 
 
-class AgentInterSAC(AgentModSAC):
-    """ModSAC whose actor and critic share one state encoder, as the 2020 three-file library's InterSAC shares one
-    network between them: the first layer of the actor's net (ActorSAC) is the critic's encoder too
-    (CriticTwinEncoded). The critic's loss alone trains it: the actor's step freezes the critic, encoder included,
-    and the actor's optimizer holds only the layers after it, as SAC+AE stops the actor's gradient at its shared
-    encoder (Yarats et al. arXiv:1910.01741); so each optimizer steps one objective, never a sum of them. The critic's
-    target keeps its own slow copy of the encoder."""
+class SharedEncoder:
+    """The mixin of AgentInterAC and AgentInterSAC: an actor and a critic that share one state encoder, the first layer
+    of the actor's net (one Linear-ReLU; on images its ImageEncoder), which the critic encodes states with too
+    (CriticEncoded). The critic's loss alone trains it: the actor's step freezes the critic, encoder included, and the
+    actor's optimizer holds only the layers after it, as SAC+AE stops the actor's gradient at its shared encoder
+    (Yarats et al. arXiv:1910.01741); so each optimizer steps one objective, never a sum of them. The targets keep
+    their own slow copies of the encoder."""
 
-    cri_class = CriticTwinEncoded
+    if_image_states = True  # the encoder is the actor's ImageEncoder; the critic's trunk takes its features
 
     def init_networks(self):
         super().init_networks()
-        self.cri.encoder = self.act.net[:2]  # the actor's first Linear and ReLU, the same modules
+        depth = 1 if is_image(self.state_dim) else 2  # the ImageEncoder; or the first Linear and its activation
+        self.cri.encoder = self.act.net[:depth]  # the same modules
         self.cri_target = frozen_copy(self.cri)
-        self.act_optimizer = new_adam(self.act.net[2:].parameters(), self.actor_learning_rate or self.learning_rate,
+        self.act_optimizer = new_adam(self.act.net[depth:].parameters(), self.actor_learning_rate or self.learning_rate,
                                       self.device)
         self.cri_optimizer = self.new_optimizer(self.cri, self.learning_rate)
+
+
+class AgentInterAC(SharedEncoder, AgentDDPG):
+    """DDPG whose actor and critic share one state encoder (SharedEncoder): the 2020 three-file library's
+    AgentInterAC, its integrated actor-critic in DDPG's form. There the shared network stepped one objective, the
+    critic's plus the actor's weighted by the reliable lambda; here the critic's loss alone trains the encoder, as in
+    AgentInterSAC, so that the two optimizers never step a sum."""
+
+    cri_class = CriticEncoded
+
+
+class AgentInterSAC(SharedEncoder, AgentModSAC):
+    """ModSAC whose actor and critic share one state encoder (SharedEncoder), as the 2020 three-file library's
+    InterSAC shares one network between them; its critic keeps ModSAC's twin heads on one trunk (CriticTwinEncoded)."""
+
+    cri_class = CriticTwinEncoded
 
 
 class AgentDiscreteSAC(AgentSAC):

@@ -134,10 +134,10 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
 
 
 @pytest.mark.parametrize("agent, field, users", [
-    ("AgentSAC", "explore_noise", "AgentDDPG, AgentMADDPG, AgentTD3"),  # SAC explores with its own stochastic policy
+    ("AgentSAC", "explore_noise", "AgentDDPG, AgentInterAC, AgentMADDPG"),  # SAC explores with its own stochastic policy
     ("AgentPPO", "soft_update_tau", "AgentACER, AgentApeX, AgentC51"),  # PPO has no target network
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
-    ("AgentPPO", "random_beta", "AgentDDPG, AgentInterSAC, AgentMADDPG"),  # no random warm-up
+    ("AgentPPO", "random_beta", "AgentDDPG, AgentInterAC, AgentInterSAC"),  # no random warm-up
     ("AgentA2C", "ratio_clip", "AgentDiscreteMAPPO, AgentDiscretePPO"),  # A2C's objective has no ratio to clip
     ("AgentPPO", "max_memo", "AgentACER, AgentApeX, AgentC51"),  # no replay buffer
     ("AgentA2C", "batch_size", "AgentApeX, AgentC51, AgentCOMA"),  # one step on the whole rollout

@@ -1,10 +1,15 @@
-"""AgentInterSAC: ModSAC whose actor and critic share one state encoder, trained by the critic's loss alone."""
+"""AgentInterSAC and AgentInterAC (SharedEncoder): ModSAC and DDPG whose actor and critic share one state encoder,
+trained by the critic's loss alone; on images the encoder is the actor's ImageEncoder."""
 import copy
 
+import gymnasium as gym
+import numpy as np
+import pytest
 import torch
 
-from AgentNet import ActorSAC, CriticTwinEncoded
-from AgentZoo import AgentInterSAC, ReplayBuffer
+from AgentNet import Actor, ActorSAC, CriticEncoded, CriticTwinEncoded, ImageEncoder
+from AgentRun import Arguments, train_and_evaluate
+from AgentZoo import AgentInterAC, AgentInterSAC, ReplayBuffer
 
 
 def filled_buffer(agent, size=256):
@@ -69,3 +74,57 @@ def test_a_resumed_agent_keeps_one_encoder_with_the_saved_weights(tmp_path):
     assert resumed.cri.encoder[0] is resumed.act.net[0]
     for mine, theirs in ((resumed.act, agent.act), (resumed.cri, agent.cri), (resumed.cri_target, agent.cri_target)):
         assert all(torch.equal(p, q) for p, q in zip(mine.parameters(), theirs.parameters(), strict=True))
+
+
+def test_interac_shares_the_actors_first_layer_and_the_critic_alone_trains_it():
+    agent = AgentInterAC(32, 3, 1, device="cpu")
+    assert type(agent.cri) is CriticEncoded and len(agent.cri.get_q_heads(torch.zeros(2, 3), torch.zeros(2, 1))) == 1
+    assert agent.cri.encoder[0] is agent.act.net[0] and agent.cri_target.encoder[0] is not agent.act.net[0]
+    assert agent.act_target.net[0] is not agent.act.net[0]
+    encoder = set(map(id, agent.act.net[0].parameters()))
+    assert encoder <= {id(p) for group in agent.cri_optimizer.param_groups for p in group["params"]}
+    assert not encoder & {id(p) for group in agent.act_optimizer.param_groups for p in group["params"]}
+    own_layers = {id(p) for p in agent.act.net[2:].parameters()}
+    assert own_layers == {id(p) for group in agent.act_optimizer.param_groups for p in group["params"]}
+
+
+@pytest.mark.parametrize("agent_class, actor_class", [(AgentInterAC, Actor), (AgentInterSAC, ActorSAC)])
+@pytest.mark.parametrize("shape", [(4, 84, 84), (96, 96, 3), (10, 10, 4)])
+def test_on_images_the_shared_encoder_is_the_actors_image_encoder(agent_class, actor_class, shape):
+    agent = agent_class(32, shape, 2, device="cpu")
+    assert isinstance(agent.act.net[0], ImageEncoder) and agent.cri.encoder[0] is agent.act.net[0]
+    encoder = set(map(id, agent.act.net[0].parameters()))
+    assert not encoder & {id(p) for group in agent.act_optimizer.param_groups for p in group["params"]}
+    states = torch.zeros((5, *shape), dtype=torch.uint8)
+    action = agent.explore_action(states)  # its noise has the batch's shape, not the image's
+    assert action.shape == (5, 2) and agent.cri(states, action).shape == (5,)
+    own = CriticEncoded(32, shape, 2)  # a critic alone keeps an encoder shaped as the actor's
+    shapes = lambda net: {name: tensor.shape for name, tensor in net.state_dict().items()}
+    assert shapes(own.encoder) == shapes(actor_class(32, shape, 2).net[:1])
+
+
+class ImageSideEnv(gym.Env):
+    """One step an episode: the image's lit column is left or right, and the action (one number in [-1, 1]) pays its
+    value towards that side; only a policy that reads the image earns 1 every episode (a blind one, 0 on average)."""
+
+    observation_space = gym.spaces.Box(0, 1, (10, 10, 1), np.bool_)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.side = int(self.np_random.integers(2))
+        image = np.zeros((10, 10, 1), np.bool_)
+        image[:, 2 + 5 * self.side] = True
+        return image, {}
+
+    def step(self, action):
+        return np.zeros((10, 10, 1), np.bool_), float(action[0]) * (2 * self.side - 1), True, False, {}
+
+
+@pytest.mark.parametrize("agent", ["AgentInterAC", "AgentInterSAC"])
+def test_shared_encoder_agents_learn_from_images(agent, tmp_path):
+    """16 evaluation episodes at 0.9 or more: a blind policy gets there with probability below 2^-14."""
+    args = Arguments(agent=agent, env=gym.wrappers.TimeLimit(ImageSideEnv(), 1), cwd=str(tmp_path / "run"),
+                     break_step=3000, random_steps=256, eval_gap=0, eval_times=16, target_return=0.9,
+                     if_multiprocess=False)
+    assert train_and_evaluate(args)["if_solved"]

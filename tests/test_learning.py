@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("AgentTD3", "Pendulum-v1", -250, 16_000),  # TD3 keeps the paper's learning rate, tau and batch: slower here
     ("AgentModSAC", "Pendulum-v1", -250, 16_000),
     ("AgentInterSAC", "Pendulum-v1", -250, 16_000),
+    ("AgentInterAC", "Pendulum-v1", -250, 12_000),
     ("AgentDiscretePPO", "CartPole-v1", 475, 60_000),
     ("AgentPPO", "Pendulum-v1", -250, 150_000),
     ("AgentDiscreteVPG", "CartPole-v1", 475, 50_000),
