@@ -55,13 +55,14 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
                     "AgentDiscretePPO", "AgentDiscreteA2C", "AgentDiscreteA3C", "AgentDiscreteVPG", "AgentDiscreteTRPO",
                     "AgentDiscreteACKTR", "AgentACER"],
     "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentACER"],
-    "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentVPG", "AgentTRPO",
-                    "AgentACKTR"],
+    "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentInterAC", "AgentPPO",
+                    "AgentVPG", "AgentTRPO", "AgentACKTR"],
     "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentApeX", "AgentDiscreteSAC", "AgentDiscretePPO"],
-    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentTRPO"],
+    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentInterAC", "AgentPPO",
+                                 "AgentTRPO"],
     "FetchReach-v4": ["AgentDDPG", "AgentTD3", "AgentSAC"],  # goal env: hindsight replay (needs gymnasium-robotics)
     # its reward needs exploration that keeps a direction: the pink random warm-up (random_beta) of the off-policy agents
-    "MountainCarContinuous-v0": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC"],
+    "MountainCarContinuous-v0": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentInterAC"],
     "BipedalWalker-v3": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentA2C", "AgentVPG",
                          "AgentTRPO", "AgentACKTR", "AgentA3C"],
 }
@@ -75,7 +76,7 @@ TASK_SETTINGS = {"Taxi-v4": ["if_action_mask=True"]}  # the settings our runs of
 MASKED_PEERS = {"PPO": "MaskablePPO"}  # a family's peer on a task with masks
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
           "AgentDiscreteA2C": "A2C", "AgentA2C": "A2C", "AgentDDPG": "DDPG", "AgentTD3": "TD3", "AgentSAC": "SAC",
-          "AgentModSAC": "SAC", "AgentInterSAC": "SAC",
+          "AgentModSAC": "SAC", "AgentInterSAC": "SAC", "AgentInterAC": "DDPG",
           "AgentDiscreteA3C": "A2C",  # SB3 has no A3C: A2C is its synchronous version
           "AgentC51": "QRDQN", "AgentRainbow": "QRDQN",  # distributional: sb3-contrib's QR-DQN
           "AgentDiscreteSAC": "DQN",  # SB3's SAC has no discrete actions
