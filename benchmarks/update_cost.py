@@ -1,12 +1,15 @@
-"""What a recurrent agent's update costs against its feed-forward twin's (issue 43), each on its defaults and its own
-explored data: AgentRecurrentPPO / AgentPPO on PendulumNoVel-v1, AgentDiscreteRecurrentPPO / AgentDiscretePPO and
-AgentR2D2 / AgentD3QN on CartPoleNoVel-v1. An on-policy update is one round's update_net (its epochs over the rollout);
-an off-policy one is a gradient step on one batch (R2D2's batch is sequences: burn_in + seq_len steps each). Each agent
-explores `rounds` rounds with its serial loop's Explorer and Learner (off-policy: past the random warm-up), then its
-updates are timed over `seconds` seconds of wall clock at one torch thread.
+"""What an agent's exploring and updating cost, each agent on its defaults and its own explored data, one torch thread:
+steps explored per second with its policy (its serial loop's Explorer, past the random warm-up), and the time of an
+update: on-policy, one round's update_net (its epochs over the rollout); off-policy, a gradient step on one batch
+(R2D2's batch is sequences: burn_in + seq_len steps each), timed over `seconds` seconds of wall clock.
+
+`pairs=` (the default: all three) sets a recurrent agent beside its feed-forward twin (issue 43): AgentRecurrentPPO /
+AgentPPO on PendulumNoVel-v1, AgentDiscreteRecurrentPPO / AgentDiscretePPO and AgentR2D2 / AgentD3QN on
+CartPoleNoVel-v1. `runs=Agent@env,...` measures any others, e.g. on pixels (issue 42).
 
     python benchmarks/update_cost.py                     # all three pairs
     python benchmarks/update_cost.py pairs=R2D2 seconds=20
+    python benchmarks/update_cost.py runs=AgentDQN@MinAtar/Breakout-v1,AgentDiscretePPO@MinAtar/Breakout-v1
 """
 import os
 import sys
@@ -33,6 +36,12 @@ def update_cost(agent: str, env: str, seconds: float) -> str:
             learner.store(trajectory, args.num_envs)
             if learner.ready():
                 break
+        explored, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:  # the policy's own steps, stored as the loop stores them
+            trajectory = explorer.explore(learner.step)
+            learner.store(trajectory, args.num_envs)
+            explored += explorer.horizon * args.num_envs
+        explore = f"{agent:26s} {env}: {explored / (time.perf_counter() - start):7.0f} steps/s explored; "
         agent_ = learner.agent
         if agent_.if_off_policy:
             batch = args.batch_size * (getattr(args, "burn_in", 0) + getattr(args, "seq_len", 1)
@@ -43,7 +52,7 @@ def update_cost(agent: str, env: str, seconds: float) -> str:
                 agent_.update_net(learner.buffer, args.batch_size, 1.0)
                 steps += 64
             elapsed = time.perf_counter() - start
-            return (f"{agent:26s} {env}: {elapsed / steps * 1e3:7.2f} ms per gradient step on a batch of "
+            return explore + (f"{elapsed / steps * 1e3:7.2f} ms per gradient step on a batch of "
                     f"{args.batch_size} ({batch} steps trained), {elapsed / steps / batch * 1e6:6.1f} us per step")
         calls, start = 0, time.perf_counter()
         samples = trajectory[0].shape[0] * trajectory[0].shape[1]
@@ -51,15 +60,15 @@ def update_cost(agent: str, env: str, seconds: float) -> str:
             learner.learn(trajectory)
             calls += 1
         elapsed = time.perf_counter() - start
-        return (f"{agent:26s} {env}: {elapsed / calls * 1e3:7.1f} ms per round's update ({samples} steps, "
+        return explore + (f"{elapsed / calls * 1e3:7.1f} ms per round's update ({samples} steps, "
                 f"repeat_times {args.repeat_times}), {elapsed / calls / samples * 1e6:6.1f} us per step")
 
 
-def main(pairs: str = ",".join(PAIRS), seconds: str = "30"):
-    for pair in pairs.split(","):
-        env, recurrent, twin = PAIRS[pair]
-        for agent in (recurrent, twin):
-            print(update_cost(agent, env, float(seconds)), flush=True)
+def main(pairs: str = ",".join(PAIRS), runs: str = "", seconds: str = "30"):
+    measured = [run.split("@", 1) for run in runs.split(",")] if runs else \
+        [(agent, PAIRS[pair][0]) for pair in pairs.split(",") for agent in PAIRS[pair][1:]]
+    for agent, env in measured:
+        print(update_cost(agent, env, float(seconds)), flush=True)
 
 
 if __name__ == "__main__":
