@@ -148,3 +148,20 @@ def test_bad_settings_under_torchrun_are_refused(overrides, message, monkeypatch
     args = Arguments(env="Pendulum-v1", **overrides)
     with pytest.raises(ValueError, match=message):
         args.resolve(prepare_env(args.env)[1])
+
+
+def test_two_ranks_learn_from_pixels_and_stay_equal(tmp_path):
+    """MinAtar's bool grids under torchrun: each rank explores and stores its own, the ranks step with the mean
+    gradient and end with equal agents; the checkpoint keeps the replay's grids as bool."""
+    pytest.importorskip("minatar")
+    cwd = tmp_path / "run"
+    out = subprocess.run(TORCHRUN + ["--standalone", "--nproc_per_node=2", os.path.join("tests", "torchrun_agent_state.py"),
+                                     "agent=AgentDQN", "env=MinAtar/Breakout-v1", f"cwd={cwd}", "break_step=1024",
+                                     "random_steps=512", "target_return=1e9", "eval_times=1", "batch_size=32"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=os.environ | {"AGENT_STATE_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Stop: reached break_step 1024" in out.stdout, out.stdout[-2000:]
+    ends = [torch.load(tmp_path / f"rank{rank}_end.pt", weights_only=True) for rank in (0, 1)]
+    assert_same(ends[0], ends[1], "rank 1 at the end")
+    assert torch.load(cwd / "checkpoint" / "buffer.pt", weights_only=True)["tensors"][0].dtype == torch.bool
