@@ -543,6 +543,10 @@ class FrameStacks:
                                        "written": self.written}
 
     def load_state_dict(self, state: dict):
+        if "frames" not in state:
+            raise RefusedError("the checkpoint's replay holds whole frame stacks (written before stacks were stored "
+                               "frame by frame, 2026-11-26): resume it with the AgentRun.py that wrote it, or start a "
+                               "new run")
         super().load_state_dict(state)
         self.written, self.last = state["written"], [None] * self.num_envs
         frames = state["frames"].to(self.device)

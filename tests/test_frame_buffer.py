@@ -165,6 +165,8 @@ def test_checkpoint_round_trip_keeps_the_frames_in_their_dtype():
     copy.load_state_dict(state)
     assert_same_stacks(copy, plain)
     assert copy.last == [None, None]  # a resumed run starts new episodes
+    with pytest.raises(ValueError, match="whole frame stacks"):  # a checkpoint of the buffer before
+        copy.load_state_dict(plain.state_dict())
 
 
 def test_bytes_per_atari_transition():
