@@ -244,6 +244,8 @@ class Arguments:
             self.num_workers = 1
         if self.if_clip_reward is None and "if_clip_reward" in own_settings:  # Atari's scores: the DQN paper's clip
             self.if_clip_reward = env_info.env_name.startswith("ALE/")
+        if self.max_memo is None and self.agent.if_off_policy and is_image(env_info.state_dim):
+            self.max_memo = replay_capacity(env_info, own_settings["max_memo"])
         for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and name != "if_multiprocess" and getattr(self, name) is None:
                 setattr(self, name, value)
@@ -649,6 +651,16 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
                            f"transitions are not in the buffer")
 
 
+REPLAY_FRAME_BYTES = 8 * 2 ** 30  # what a default replay of images may hold: 8 GiB of frames
+
+
+def replay_capacity(env_info: "EnvInfo", default: int) -> int:
+    """The default replay capacity on images: the agent's, or the largest power of 2 of transitions whose frames (one
+    each: FrameStacks) fit REPLAY_FRAME_BYTES: Atari's and MinAtar's 2^20 (7.4 GB, 0.4 GB), CarRacing's 2^18 (7.2 GB)."""
+    frame = math.prod(env_info.state_dim) // env_info.frame_stack * env_info.state_dtype.itemsize
+    return min(default, 2 ** int(math.log2(REPLAY_FRAME_BYTES / frame)))
+
+
 def build_agent(args: Arguments, env_info: "EnvInfo", device=None) -> AgentBase:
     """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
     hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
@@ -674,9 +686,10 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
             return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
                                          num_envs=args.num_envs * args.num_workers,  # a round's env copies
                                          reward_scale=args.reward_scale, gamma=args.gamma)
-        if env_info.frame_stack > 1:  # each frame stored once, a round's env copies each a stream of frames
+        if is_image(env_info.state_dim):  # each frame stored once, a round's env copies each a stream of frames
             return (FrameStackPrioritizedReplayBuffer if args.if_per else FrameStackReplayBuffer)(
-                *sizes, state_dtype=env_info.state_dtype, num_envs=args.num_envs * args.num_workers, n_step=args.n_step)
+                *sizes, state_dtype=env_info.state_dtype, num_envs=args.num_envs * args.num_workers, n_step=args.n_step,
+                stack=env_info.frame_stack)
         num_rewards = env_info.num_agents if args.agent.if_agent_rewards else 1
         return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents,
                                                                           num_rewards=num_rewards,
@@ -934,7 +947,7 @@ class EnvInfo:
     if_multi_agent: bool = False
     num_agents: int = 1
     state_dtype: torch.dtype = torch.float32  # how the buffers store states: float32, or an image's own (uint8, bool)
-    frame_stack: int = 1  # S > 1: the states stack S frames (FrameStackObservation), which replay stores once each
+    frame_stack: int = 1  # an image state's frames, S > 1 where FrameStackObservation stacks them: replay stores each once
 
 
 # Pendulum-v1 declares no reward_threshold; -200 is the common choice (shared/BENCH.md). FetchReach-v4 declares none

@@ -403,17 +403,19 @@ def equal_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Whether a[i, j] and b[i, j] are equal in every entry, (I, J) bool; compared 8 bytes at a time where the
     entries are bytes (uint8, bool frames) that come in multiples of 8."""
     a, b = a.flatten(2), b.flatten(2)
-    if a.element_size() == 1 and a.shape[-1] % 8 == 0:
+    aligned = lambda x: all(size % 8 == 0 for size in (*x.stride()[:-1], x.storage_offset(), x.shape[-1]))
+    if a.element_size() == 1 and a.shape[-1] > 0 and aligned(a) and aligned(b):
         a, b = a.view(torch.int64), b.view(torch.int64)
     return (a == b).all(-1)
 
 
 class FrameStacks:
-    """A replay buffer's mixin (FrameStackReplayBuffer, FrameStackPrioritizedReplayBuffer) for states that stack an
-    env copy's last S frames (gymnasium's FrameStackObservation: Atari's (4, 84, 84)): each frame is stored once, in
-    a ring of frames, and a transition holds the stamps (the how-many-th frame written) of its state's S frames and
-    of its next state's; sampling gathers the stacks, as rlpyt's frame buffer does (Stooke & Abbeel
-    arXiv:1909.01500). About 7,600 bytes per Atari transition, not 56,464 (BENCHMARKS.md).
+    """A replay buffer's mixin (FrameStackReplayBuffer, FrameStackPrioritizedReplayBuffer) for image states, each a
+    stack of an env copy's last S frames (gymnasium's FrameStackObservation: Atari's (4, 84, 84); S = 1, a frame the
+    whole image, for unstacked ones: MinAtar, CarRacing): each frame is stored once, in a ring of frames, and a
+    transition holds the stamps (the how-many-th frame written) of its state's S frames and of its next state's;
+    sampling gathers the stacks, as rlpyt's frame buffer does (Stooke & Abbeel arXiv:1909.01500). About 7,600 bytes
+    per Atari transition, not 56,464; unstacked images about half of a state and a next state (BENCHMARKS.md).
 
     Which frames a stack shares with another is read from the frames themselves, so that every stack comes back bit
     for bit as the env gave it. A state that is its env copy's state before again (a round's first state, which the
@@ -429,12 +431,13 @@ class FrameStacks:
 
     def __init__(self, max_len: int, state_dim: tuple[int, ...], action_dim: int, if_discrete: bool, device=None,
                  num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.uint8, *, num_envs: int,
-                 n_step: int):
-        self.stack, self.num_envs, self.n_step = state_dim[0], num_envs, n_step
+                 n_step: int, stack: int):
+        self.stack, self.num_envs, self.n_step, self.state_shape = stack, num_envs, n_step, tuple(state_dim)
         # the state columns hold stamps: a state's S (a next state's S) and the transition's oldest
-        super().__init__(max_len, (self.stack + 1,), action_dim, if_discrete, device, num_agents, num_rewards, torch.long)
-        self.capacity = max_len + max_len // 16 + 2 * self.stack * num_envs
-        self.frames = torch.empty((self.capacity, *state_dim[1:]), dtype=state_dtype, device=self.device)
+        super().__init__(max_len, (stack + 1,), action_dim, if_discrete, device, num_agents, num_rewards, torch.long)
+        self.capacity = max_len + max_len // 16 + 2 * stack * num_envs
+        frame_shape = self.state_shape[1:] if stack > 1 else self.state_shape  # S = 1: a frame is the whole image
+        self.frames = torch.empty((self.capacity, *frame_shape), dtype=state_dtype, device=self.device)
         self.written = 0  # frames ever written: frame `stamp` is in slot stamp % capacity
         self.last = [None] * num_envs  # each copy's last next state and its stamps: the next round's first state
 
@@ -458,7 +461,7 @@ class FrameStacks:
         (W, ...) stamped from `written` on: shared frames read from the stacks' contents (the docstring). The common
         cases are compared for the whole round at once, the rest (episode ends, a round's ends) one by one."""
         n, s, n_step = self.num_envs, self.stack, self.n_step
-        states, next_states = (x.cpu().unflatten(0, (-1, n)) for x in (states, next_states))  # (T, N, S, ...)
+        states, next_states = (x.cpu().reshape(-1, n, s, *self.frames.shape[1:]) for x in (states, next_states))
         steps = states.shape[0]
         continues = equal_rows(states[1:, :, :-1], states[:-1, :, 1:]).tolist()  # (T - 1, N): state t + 1 of t
         n_on = equal_rows(next_states[:steps - n_step], states[n_step:]).tolist()  # next state t is state t + n_step
@@ -533,7 +536,7 @@ class FrameStacks:
         return (self.stacked(states), actions, rewards, discounts, self.stacked(next_states)), weights, idx
 
     def stacked(self, stamps: torch.Tensor) -> torch.Tensor:
-        return self.frames[stamps[:, :-1] % self.capacity]
+        return self.frames[stamps[:, :-1] % self.capacity].reshape(-1, *self.state_shape)
 
     def state_dict(self) -> dict:
         """The transitions, and the frames they read, oldest first, in their own dtype."""
@@ -555,11 +558,11 @@ class FrameStacks:
 
 
 class FrameStackReplayBuffer(FrameStacks, ReplayBuffer):
-    """ReplayBuffer of frame stacks, each frame stored once (FrameStacks)."""
+    """ReplayBuffer of images, each frame of their stacks stored once (FrameStacks)."""
 
 
 class FrameStackPrioritizedReplayBuffer(FrameStacks, PrioritizedReplayBuffer):
-    """PrioritizedReplayBuffer of frame stacks, each frame stored once (FrameStacks)."""
+    """PrioritizedReplayBuffer of images, each frame of their stacks stored once (FrameStacks)."""
 
 
 class SequenceReplayBuffer(PrioritizedReplayBuffer):

@@ -38,7 +38,7 @@ def main(buffer: str = "frames", size: str = str(2 ** 20), episode: str = "1000"
     size, episode = int(size), int(episode)
     before = resident_gib()
     if buffer == "frames":
-        replay = FrameStackReplayBuffer(size, (4, 84, 84), 6, True, num_envs=1, n_step=1)
+        replay = FrameStackReplayBuffer(size, (4, 84, 84), 6, True, num_envs=1, n_step=1, stack=4)
     else:
         replay = ReplayBuffer(size, (4, 84, 84), 6, True, state_dtype=torch.uint8)
     for trajectory in atari_like_rounds(size, episode):

@@ -164,4 +164,4 @@ def test_two_ranks_learn_from_pixels_and_stay_equal(tmp_path):
     assert "Stop: reached break_step 1024" in out.stdout, out.stdout[-2000:]
     ends = [torch.load(tmp_path / f"rank{rank}_end.pt", weights_only=True) for rank in (0, 1)]
     assert_same(ends[0], ends[1], "rank 1 at the end")
-    assert torch.load(cwd / "checkpoint" / "buffer.pt", weights_only=True)["tensors"][0].dtype == torch.bool
+    assert torch.load(cwd / "checkpoint" / "buffer.pt", weights_only=True)["frames"].dtype == torch.bool

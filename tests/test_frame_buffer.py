@@ -50,12 +50,13 @@ def vector_env(num_envs: int, **kwargs) -> gym.vector.VectorEnv:
     return env
 
 
-def filled(num_envs=2, n_step=3, max_len=40, rounds=6, horizon=8, per=False, **kwargs):
-    """A frame buffer and a plain one of whole stacks, given the same explored rounds."""
+def filled(num_envs=2, n_step=3, max_len=40, rounds=6, horizon=8, per=False, stack=4, **kwargs):
+    """A frame buffer and a plain one of whole stacks, given the same explored rounds; stack=1 takes each (4, 84, 84)
+    state for one image (an unstacked env's: MinAtar's, CarRacing's)."""
     agent = AgentDQN(32, SHAPE, 2, device="cpu", n_step=n_step)
     frame_class, plain_class = (FrameStackPrioritizedReplayBuffer, PrioritizedReplayBuffer) if per else \
         (FrameStackReplayBuffer, ReplayBuffer)
-    buffer = frame_class(max_len, SHAPE, 2, True, num_envs=num_envs, n_step=n_step)
+    buffer = frame_class(max_len, SHAPE, 2, True, num_envs=num_envs, n_step=n_step, stack=stack)
     plain = plain_class(max_len, SHAPE, 2, True, state_dtype=torch.uint8)
     env = vector_env(num_envs, **kwargs)
     for _ in range(rounds):
@@ -73,11 +74,11 @@ def assert_same_stacks(buffer, plain):
     assert all(torch.equal(a, b) for a, b in zip(buffer.tensors[1:4], plain.tensors[1:4]))
 
 
-@pytest.mark.parametrize("num_envs, n_step", [(1, 1), (2, 3)])
-def test_every_stack_comes_back_as_the_env_made_it(num_envs, n_step):
+@pytest.mark.parametrize("num_envs, n_step, stack", [(1, 1, 4), (2, 3, 4), (2, 3, 1)])
+def test_every_stack_comes_back_as_the_env_made_it(num_envs, n_step, stack):
     """Two copies ending episodes at different steps, by termination (3-9 steps) and truncation (6), 3-step returns,
-    6 rounds of 8 steps in a ring of 40 transitions that wraps."""
-    buffer, plain = filled(num_envs, n_step)
+    6 rounds of 8 steps in a ring of 40 transitions that wraps; and each state taken for one unstacked image."""
+    buffer, plain = filled(num_envs, n_step, stack=stack)
     assert plain.cur_len == 40 and plain.pointer == (6 * 8 * num_envs) % 40
     assert_same_stacks(buffer, plain)
     (states, _, _, _, next_states), _, idx = buffer.sample(64)
@@ -113,7 +114,7 @@ def test_hand_computed_stamps_at_episode_starts_and_ends():
     steps = len(states)
     trajectory = (torch.as_tensor(np.array(states)), torch.zeros(steps, 1, dtype=torch.long), torch.zeros(steps),
                   torch.ones(steps), torch.as_tensor(np.array(next_states)))
-    buffer = FrameStackReplayBuffer(16, SHAPE, 2, True, num_envs=1, n_step=1)
+    buffer = FrameStackReplayBuffer(16, SHAPE, 2, True, num_envs=1, n_step=1, stack=4)
     buffer.extend(*trajectory)
     stamps = buffer.states[:steps, :4].tolist()
     assert stamps[0] == [0, 0, 0, 0]  # the reset frame four times
@@ -161,7 +162,7 @@ def test_checkpoint_round_trip_keeps_the_frames_in_their_dtype():
     buffer, plain = filled(num_envs=2, n_step=3, max_len=40, rounds=6, horizon=8)
     state = buffer.state_dict()
     assert state["frames"].dtype == torch.uint8 and state["frames"].shape[0] <= buffer.capacity
-    copy = FrameStackReplayBuffer(40, SHAPE, 2, True, num_envs=2, n_step=3)
+    copy = FrameStackReplayBuffer(40, SHAPE, 2, True, num_envs=2, n_step=3, stack=4)
     copy.load_state_dict(state)
     assert_same_stacks(copy, plain)
     assert copy.last == [None, None]  # a resumed run starts new episodes
@@ -172,7 +173,7 @@ def test_checkpoint_round_trip_keeps_the_frames_in_their_dtype():
 def test_bytes_per_atari_transition():
     """About one 84x84 frame per transition (7,056 bytes) and the stamps, not two stacks of four (56,464)."""
     max_len = 2 ** 12
-    buffer = FrameStackReplayBuffer(max_len, SHAPE, 6, True, num_envs=1, n_step=1)
+    buffer = FrameStackReplayBuffer(max_len, SHAPE, 6, True, num_envs=1, n_step=1, stack=4)
     plain = ReplayBuffer(max_len, SHAPE, 6, True, state_dtype=torch.uint8)
     size = lambda b: sum(t.nbytes for t in b.tensors) + getattr(b, "frames", torch.empty(0)).nbytes
     assert size(plain) / max_len == 56_464  # two stacks (56,448), the action, reward and discount
@@ -192,9 +193,23 @@ def test_atari_like_env_gets_the_frame_buffer(tmp_path):
     assert type(buffer) is FrameStackPrioritizedReplayBuffer and buffer.n_step == 3
     single = gym.wrappers.FrameStackObservation(gym.wrappers.TimeLimit(FrameEnv(0), 10), 1)  # (1, 84, 84)
     env_info = prepare_env(single)[1]
-    args = Arguments(agent="AgentDQN", env=single, max_memo=64)
+    args = Arguments(agent="AgentDQN", env=single)
     args.resolve(env_info)
-    assert env_info.frame_stack == 1 and type(build_buffer(args, env_info, "cpu")) is ReplayBuffer
+    buffer = build_buffer(args, env_info, "cpu")
+    assert env_info.frame_stack == 1 and type(buffer) is FrameStackReplayBuffer and buffer.stack == 1
+    assert args.max_memo == 2 ** 20  # a frame of 7,056 bytes: 2^20 of them fit the default replay's 8 GiB
+
+
+def test_default_replay_of_large_images_fits_8_gib():
+    """CarRacing-v3's 96x96x3 frames: 2^18 transitions by default (7.2 GB of frames), not 2^20 (29 GB, which this
+    machine could not even allocate); a max_memo the user sets stands."""
+    env_info = prepare_env("CarRacing-v3")[1]
+    args = Arguments(agent="AgentInterSAC", env="CarRacing-v3")
+    args.resolve(env_info)
+    assert args.max_memo == 2 ** 18
+    args = Arguments(agent="AgentInterSAC", env="CarRacing-v3", max_memo=2 ** 10)
+    args.resolve(env_info)
+    assert args.max_memo == 2 ** 10
 
 
 def test_atari_frames_cross_processes_checkpoint_and_resume(tmp_path):
