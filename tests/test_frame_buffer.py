@@ -219,7 +219,7 @@ def test_atari_frames_cross_processes_checkpoint_and_resume(tmp_path):
     import AgentRun
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentDQN", env="ALE/Pong-v5", cwd=cwd, break_step=512, random_steps=256,
-                                 batch_size=16, eval_gap=0, eval_times=1, target_return=1e9, if_multiprocess=True,
+                                 batch_size=16, eval_times=1, target_return=1e9, if_multiprocess=True,
                                  max_memo=4096))
     saved = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)
     assert saved["frames"].dtype == torch.uint8 and saved["frames"].shape[1:] == (84, 84)
