@@ -4,7 +4,7 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py                                   # the whole suite, with the SB3 peer
     python benchmarks/time_to_target.py tasks=CartPole-v1,Pendulum-v1 seeds=0,1,2 max_time=600
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=serial,mp
-    python benchmarks/time_to_target.py agent=AgentSAC env=LunarLanderContinuous-v3 loops=mp,mp2  # 1 and 2 explorers
+    python benchmarks/time_to_target.py agent=AgentSAC env=LunarLanderContinuous-v3 loops=mp,mp2  # default explorers (1; Ape-X 2), 2
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=ddp1,ddp2  # torchrun ranks
     python benchmarks/time_to_target.py table=8cb90c0 tasks=CartPole-v1,Pendulum-v1  # a table of BENCHMARKS.md
     python benchmarks/time_to_target.py table=7e4dc4a tasks=LunarLander-v3 agents=AgentD3QN,AgentRainbow
