@@ -449,8 +449,9 @@ class FrameStacks:
         oldest = torch.minimum(state_stamps.amin(1), next_stamps.amin(1))[:, None]
         idx = super().extend(torch.cat((state_stamps, oldest), 1), actions, rewards, discounts,
                              torch.cat((next_stamps, oldest), 1), *priorities)
-        oldest = min([int(self.states[:self.cur_len, -1].min())] + [min(stamps) for _, stamps in self.last])
-        self.reserve(self.written + new.shape[0] - oldest)
+        if self.written + new.shape[0] > self.capacity:  # the ring wraps: keep what the live transitions read
+            oldest = min([int(self.states[:self.cur_len, -1].min())] + [min(stamps) for _, stamps in self.last])
+            self.reserve(self.written + new.shape[0] - oldest)
         slots = torch.arange(self.written, self.written + new.shape[0], device=self.device) % self.capacity
         self.frames[slots] = new.to(self.device)
         self.written += new.shape[0]
@@ -460,57 +461,21 @@ class FrameStacks:
         """Each transition's state and next state as the stamps of their frames, (T * N, S) each, and the new frames,
         (W, ...) stamped from `written` on: shared frames read from the stacks' contents (the docstring). The common
         cases are compared for the whole round at once, the rest (episode ends, a round's ends) one by one."""
-        n, s, n_step = self.num_envs, self.stack, self.n_step
-        states, next_states = (x.cpu().reshape(-1, n, s, *self.frames.shape[1:]) for x in (states, next_states))
+        n, n_step = self.num_envs, self.n_step
+        states, next_states = (x.cpu().reshape(-1, n, self.stack, *self.frames.shape[1:]) for x in (states, next_states))
         steps = states.shape[0]
-        continues = equal_rows(states[1:, :, :-1], states[:-1, :, 1:]).tolist()  # (T - 1, N): state t + 1 of t
-        n_on = equal_rows(next_states[:steps - n_step], states[n_step:]).tolist()  # next state t is state t + n_step
+        continues = equal_rows(states[1:, :, :-1], states[:-1, :, 1:]).T.tolist()  # (N, T - 1): state t + 1 of t
+        n_on = equal_rows(next_states[:steps - n_step], states[n_step:]).T.tolist()  # next state t is state t + n_step
         sources = []  # each new frame's (stacks: 0 states, 1 next states; step; env; place in the stack)
-
-        def add(stacks: int, t: int, env: int, places) -> list[int]:
-            sources.extend((stacks, t, env, place) for place in places)
-            return list(range(self.written + len(sources) - len(places), self.written + len(sources)))
-
         state_stamps, next_stamps = [], []  # (N, T, S) lists
         for env in range(n):
-            before, stamps = self.last[env] or (None, None)
-            rows = []
-            for t in range(steps):
-                if t > 0 and continues[t - 1][env]:
-                    stamps = stamps[1:] + add(0, t, env, [s - 1])
-                    rows.append(stamps)
-                    continue
-                state = states[t, env]
-                if t == 0 and before is not None and torch.equal(state, before):
-                    pass  # the last next state of the round before
-                elif t == 0 and before is not None and torch.equal(state[:-1], before[1:]):
-                    stamps = stamps[1:] + add(0, t, env, [s - 1])
-                elif torch.equal(state, state[-1:].expand_as(state)):  # an episode's first: its reset frame S times
-                    stamps = add(0, t, env, [s - 1]) * s
-                else:
-                    stamps = add(0, t, env, range(s))
-                rows.append(stamps)
-            state_stamps.append(rows)
-            finals, rows = {}, []  # the step whose state a final observation continues -> (its last frame's stamp, t)
-            for t in range(steps):
-                if t < steps - n_step and n_on[t][env]:
-                    rows.append(state_stamps[env][t + n_step])
-                    continue
-                next_state = next_states[t, env]
-                k = next((k for k in range(1, n_step) if t + k < steps and torch.equal(next_state, states[t + k, env])),
-                         None)
-                j = None if k is not None else next((j for j in range(t, min(t + n_step, steps))
-                                                     if torch.equal(next_state[:-1], states[j, env, 1:])), None)
-                if k is not None:
-                    rows.append(state_stamps[env][t + k])
-                elif j is not None:
-                    if j not in finals or not torch.equal(next_states[finals[j][1], env, -1], next_state[-1]):
-                        finals[j] = (add(1, t, env, [s - 1])[0], t)
-                    rows.append(state_stamps[env][j][1:] + [finals[j][0]])
-                else:
-                    rows.append(add(1, t, env, range(s)))
-            next_stamps.append(rows)
-            self.last[env] = (next_states[-1, env], rows[-1])
+            def add(stacks: int, t: int, places, env=env) -> list[int]:
+                sources.extend((stacks, t, env, place) for place in places)
+                return list(range(self.written + len(sources) - len(places), self.written + len(sources)))
+
+            state_stamps.append(self.state_rows(states[:, env], continues[env], self.last[env], add))
+            next_stamps.append(self.next_rows(states[:, env], next_states[:, env], state_stamps[env], n_on[env], add))
+            self.last[env] = (next_states[-1, env], next_stamps[env][-1])
         sources = torch.tensor(sources, dtype=torch.long).reshape(-1, 4)
         new = torch.empty((sources.shape[0], *states.shape[3:]), dtype=states.dtype)
         for stacks, tensor in enumerate((states, next_states)):
@@ -518,6 +483,54 @@ class FrameStacks:
             new[rows] = tensor[sources[rows, 1], sources[rows, 2], sources[rows, 3]]
         as_stamps = lambda rows: torch.tensor(rows, dtype=torch.long).transpose(0, 1).flatten(0, 1).to(self.device)
         return as_stamps(state_stamps), as_stamps(next_stamps), new
+
+    def state_rows(self, states: torch.Tensor, continues: list[bool], last, add: Callable) -> list[list[int]]:
+        """One env copy's states (T, S, ...) as the stamps of their frames, T lists of S, after its last next state
+        `last` (its content and stamps, or None); continues[t]: state t + 1 continues state t. add(stacks, t, places)
+        adds frames of the states (stacks 0) or next states (1) and returns their stamps."""
+        s = self.stack
+        before, stamps = last or (None, None)
+        rows = []
+        for t in range(states.shape[0]):
+            if t > 0 and continues[t - 1]:
+                stamps = stamps[1:] + add(0, t, [s - 1])
+                rows.append(stamps)
+                continue
+            state = states[t]
+            if t == 0 and before is not None and torch.equal(state, before):
+                pass  # the last next state of the round before
+            elif t == 0 and before is not None and torch.equal(state[:-1], before[1:]):
+                stamps = stamps[1:] + add(0, t, [s - 1])
+            elif torch.equal(state, state[-1:].expand_as(state)):  # an episode's first: its reset frame S times
+                stamps = add(0, t, [s - 1]) * s
+            else:
+                stamps = add(0, t, range(s))
+            rows.append(stamps)
+        return rows
+
+    def next_rows(self, states: torch.Tensor, next_states: torch.Tensor, state_rows: list[list[int]], n_on: list[bool],
+                  add: Callable) -> list[list[int]]:
+        """One env copy's next states (T, S, ...) as stamps, T lists of S: the state k steps on where it is one (n_on[t]:
+        k = n_step), else a final observation continuing a state between, its last frame added once; else added whole."""
+        steps, s, n_step = states.shape[0], self.stack, self.n_step
+        finals, rows = {}, []  # the step whose state a final observation continues -> (its last frame's stamp, t)
+        for t in range(steps):
+            if t < steps - n_step and n_on[t]:
+                rows.append(state_rows[t + n_step])
+                continue
+            next_state = next_states[t]
+            k = next((k for k in range(1, n_step) if t + k < steps and torch.equal(next_state, states[t + k])), None)
+            j = None if k is not None else next((j for j in range(t, min(t + n_step, steps))
+                                                 if torch.equal(next_state[:-1], states[j, 1:])), None)
+            if k is not None:
+                rows.append(state_rows[t + k])
+            elif j is not None:
+                if j not in finals or not torch.equal(next_states[finals[j][1], -1], next_state[-1]):
+                    finals[j] = (add(1, t, [s - 1])[0], t)
+                rows.append(state_rows[j][1:] + [finals[j][0]])
+            else:
+                rows.append(add(1, t, range(s)))
+        return rows
 
     def reserve(self, needed: int):
         """Enlarge the ring to hold `needed` frames (from the oldest a live transition reads to the newest), each
