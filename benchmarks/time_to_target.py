@@ -6,6 +6,7 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=serial,mp
     python benchmarks/time_to_target.py agent=AgentSAC env=LunarLanderContinuous-v3 loops=mp,mp2  # default explorers (1; Ape-X 2), 2
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=ddp1,ddp2  # torchrun ranks
+    python benchmarks/time_to_target.py agent=AgentD3QN env=MinAtar/Breakout-v1 break_step=100000 seeds=0,1,2,3,4
     python benchmarks/time_to_target.py table=8cb90c0 tasks=CartPole-v1,Pendulum-v1  # a table of BENCHMARKS.md
     python benchmarks/time_to_target.py table=7e4dc4a tasks=LunarLander-v3 agents=AgentD3QN,AgentRainbow
     python benchmarks/time_to_target.py headline=8cb90c0                  # README's speed table
@@ -13,13 +14,16 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
 The suite runs each of our agents on each task of its action type, and the Stable-Baselines3 algorithm of
 each agent's family with the rl-baselines3-zoo hyperparameters (benchmarks/peer_sb3.py), seed by seed, in
 one invocation, so that the machine's load hits both alike. Each run is a fresh process with defaults; its
-row (date, commit, agent, env, seed, steps, seconds, solved, loop, best_return: the run's best evaluation mean) is
+row (date, commit, agent, env, seed, steps, seconds, solved, loop, best_return and last_return: the run's best and
+last evaluation mean, the last ours only) is
 appended to History/benchmarks.csv, and a markdown table of medians, spreads, failures and ratios of medians is
 printed for BENCHMARKS.md;
 `table=<commit>` prints the same table from the rows of History/benchmarks.csv measured at that commit, and
 `headline=<commit>` from the same rows README.md's table: per task, our fastest agent and SB3's fastest (by median
 seconds to target over the seeds, a failed seed infinitely slow), each one's solved seeds, median and slowest seconds,
 and the ratio of the medians. `tasks=` and `agents=` narrow both.
+`break_step=N` stops our runs after N env steps: a fixed budget of steps, for a task without a target such as
+MinAtar's, where the row's last_return is the result. The peer has no such stop, so it needs `peer=False`.
 A run that stops without reaching the target counts as a failure (an infinite time in the median); so does one that
 crashes (its row's loop is "crashed"), and the invocation goes on with the next run.
 """
@@ -96,10 +100,10 @@ def peer_family(agent: str, env: str) -> str:
     return MASKED_PEERS.get(family, family) if env in TASK_SETTINGS else family
 
 
-def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict:
+def run_once(name: str, env: str, seed: int, loop: str, max_time: float, settings: tuple = ()) -> dict:
     """One run as a fresh process: our agent `name` in the serial or mp loop, the mp loop with N explorers ("mpN",
     num_workers=N), N data-parallel learners under torchrun ("ddpN") or its default loop ("default"), or the peer
-    SB3-<algo> ("sb3"). Returns steps, seconds, solved, the loop that ran and the best evaluation mean."""
+    SB3-<algo> ("sb3"); our runs add `settings` ("key=value") to their defaults. Returns steps, seconds, solved, the loop that ran and the best evaluation mean."""
     with tempfile.TemporaryDirectory() as cwd:
         if loop == "sb3":
             command = [sys.executable, "benchmarks/peer_sb3.py", f"algo={name.removeprefix(PEER_PREFIX)}", f"env={env}",
@@ -111,22 +115,27 @@ def run_once(name: str, env: str, seed: int, loop: str, max_time: float) -> dict
             command = [sys.executable, "AgentRun.py", f"agent={name}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
                        f"max_time={max_time}"] + ([] if loop == "default" else [f"if_multiprocess={loop != 'serial'}"])
             command += [f"num_workers={int(loop[2:])}"] if loop[2:].isdigit() else []
-            command += TASK_SETTINGS.get(env, [])
+            command += TASK_SETTINGS.get(env, []) + list(settings)
         out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max_time + 300)
         match = STOP_LINE.search(out.stdout)
         if out.returncode != 0 or match is None:
             raise RuntimeError(f"{' '.join(command)} failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
         steps, seconds, solved = int(match["steps"]), float(match["seconds"]), match["reason"].startswith("reached target_return")
+        last_return = None  # the peer's evaluations stay in its process
+        if loop != "sb3":
+            with open(os.path.join(cwd, "run", "recorder.csv")) as f:
+                rows = list(csv.DictReader(f))
+            last_return = float(rows[-1]["avg_return"]) if rows else None
         if solved and loop != "sb3":  # the row of the evaluation that reached the target, not the stop after it
             with open(os.path.join(cwd, "run", "config.json")) as f:  # (the last plot and checkpoint); the peer
                 target = json.load(f)["target_return"]  # stops at once
-            with open(os.path.join(cwd, "run", "recorder.csv")) as f:
-                row = next(row for row in csv.DictReader(f) if float(row["avg_return"]) >= target)
+            row = next(row for row in rows if float(row["avg_return"]) >= target)
             steps, seconds = int(row["step"]), round(float(row["seconds"]), 1)
     best_return = float(match["best"])
     ran = (loop if loop == "sb3" or loop[2:].isdigit() or loop.startswith("ddp") else "mp" if "| multiprocess:" in out.stdout
            else "async" if "| asynchronous:" in out.stdout else "serial")
-    return {"steps": steps, "seconds": seconds, "solved": solved, "loop": ran, "best_return": best_return}
+    return {"steps": steps, "seconds": seconds, "solved": solved, "loop": ran, "best_return": best_return,
+            "last_return": last_return}
 
 
 def plan_runs(options: dict) -> list[tuple[str, str, str]]:
@@ -162,11 +171,11 @@ def seconds_cell(rows: list[dict]) -> str:
     return f"{median:.1f} ({slowest})" if math.isfinite(median) else f"failed ({slowest})"
 
 
-def best_return_cell(rows: list[dict]) -> str:
-    """The median over seeds of each run's best evaluation mean and, in brackets, the worst seed's ("-" for rows
-    recorded before best_return was)."""
-    best = [row["best_return"] for row in rows if row["best_return"] is not None]
-    return f"{statistics.median(best):.1f} ({min(best):.1f})" if len(best) == len(rows) else "-"
+def return_cell(rows: list[dict], key: str = "best_return") -> str:
+    """The median over seeds of each run's best (or last) evaluation mean and, in brackets, the worst seed's ("-" for
+    rows recorded before the column was)."""
+    values = [row[key] for row in rows if row.get(key) is not None]
+    return f"{statistics.median(values):.1f} ({min(values):.1f})" if len(values) == len(rows) else "-"
 
 
 def ratio_cell(rows: list[dict], peer_rows: list[dict] | None) -> str:
@@ -183,10 +192,10 @@ def ratio_cell(rows: list[dict], peer_rows: list[dict] | None) -> str:
 
 def print_table(results: dict):
     """A markdown table, one row per agent of ours: solved seeds, median and slowest seconds to target, median steps,
-    the best evaluation mean (median and worst seed), and the peer of its family beside it with ratio_cell."""
-    print("| task | agent | loop | solved | median s (slowest) | median steps | best return (worst) | SB3 peer | "
-          "peer median s (slowest) | peer / ours |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    the best and the last evaluation mean (median and worst seed), and the peer of its family beside it with ratio_cell."""
+    print("| task | agent | loop | solved | median s (slowest) | median steps | best return (worst) | last return (worst) | "
+          "SB3 peer | peer median s (slowest) | peer / ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (env, name, loop), rows in results.items():
         if loop == "sb3":
             continue
@@ -196,7 +205,7 @@ def print_table(results: dict):
         peer_rows = results.get((env, peer, "sb3"))
         peer_cells = (peer, seconds_cell(peer_rows)) if peer_rows is not None else ("-", "-")
         print(f"| {env} | {name} | {rows[0]['loop']} | {len(solved)}/{len(rows)} | {seconds_cell(rows)} | {steps} | "
-              f"{best_return_cell(rows)} | {peer_cells[0]} | {peer_cells[1]} | {ratio_cell(rows, peer_rows)} |")
+              f"{return_cell(rows)} | {return_cell(rows, 'last_return')} | {peer_cells[0]} | {peer_cells[1]} | {ratio_cell(rows, peer_rows)} |")
 
 
 def print_headline(results: dict):
@@ -228,7 +237,8 @@ def history_results(commit: str, tasks: list[str], agents: list[str] | None = No
                         if row["loop"][2:].isdigit() or row["loop"].startswith("ddp") else "default")
                 results.setdefault((row["env"], row["agent"], loop), []).append(
                     {"steps": int(row["steps"]), "seconds": float(row["seconds"]), "solved": row["solved"] == "True",
-                     "loop": row["loop"], "best_return": float(row["best_return"]) if row.get("best_return") else None})
+                     "loop": row["loop"], **{key: float(row[key]) if row.get(key) else None
+                                             for key in ("best_return", "last_return")}})
     if not results:
         raise SystemExit(f"no rows of commit {commit!r} in {HISTORY}")
     order = {(env, name): i for i, (env, name) in enumerate((env, name) for env in SUITE for name in SUITE[env])}
@@ -249,21 +259,25 @@ def main(argv: list[str]):
     max_time = float(options.get("max_time", 1800))
     commit, date = git_commit(), datetime.date.today().isoformat()
     plan = plan_runs(options)
+    settings = (f"break_step={int(options['break_step'])}",) if "break_step" in options else ()
+    if settings and any(loop == "sb3" for _, _, loop in plan):
+        raise SystemExit("break_step= stops our agents only (the peer runs to the target, max_time or its zoo steps): "
+                         "pass peer=False with it")
     results = {key: [] for key in plan}
     for seed in seeds:  # seed by seed through every runner, so that a change in the machine's load hits all alike
         for env, name, loop in plan:
             start = time.perf_counter()
             try:
-                result = run_once(name, env, seed, loop, max_time)
+                result = run_once(name, env, seed, loop, max_time, settings)
             except (RuntimeError, subprocess.TimeoutExpired) as error:  # that seed's failure; the others still run
                 print(f"{name} {env} seed {seed} crashed: {error}", file=sys.stderr, flush=True)
                 result = {"steps": 0, "seconds": round(time.perf_counter() - start, 1), "solved": False, "loop": "crashed",
-                          "best_return": None}
+                          "best_return": None, "last_return": None}
             results[env, name, loop].append(result)
             with open(HISTORY, "a", newline="") as f:
                 csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
                                         result["solved"], result["loop"],
-                                        "" if result["best_return"] is None else result["best_return"], ""])
+                                        *("" if result[key] is None else result[key] for key in ("best_return", "last_return"))])
             print(f"{name} {env} seed {seed} {loop}: {result}", flush=True)
     print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {date}\n")
     print_table(results)
