@@ -2624,19 +2624,20 @@ class MultiAgent:
     def learned_reward(self, reward, info: dict):
         """The team's reward, the sum of its agents' (the env's: AgentRun.MultiAgentEnv); for an agent with a value per
         agent (if_agent_rewards), every agent's, (..., num_agents): its own (info["agent_rewards"]), or with
-        common_reward the sum for each."""
+        common_reward the sum for each; their signs with if_clip_reward, as the team's."""
         if not self.if_agent_rewards:
             return super().learned_reward(reward, info)
         if self.common_reward:
-            return np.repeat(np.asarray(reward, np.float32)[..., None], self.num_agents, axis=-1)
-        if np.ndim(reward) == 0:
-            return np.asarray(info["agent_rewards"], np.float32)  # (num_agents,)
-        own = np.zeros((len(reward), self.num_agents), np.float32)  # a vector env's (N, num_agents)
-        # a copy whose episode ended reset in the same step: its step's info is the final one (final_info)
-        for step_info in (info, info.get("final_info", {})):
-            if "_agent_rewards" in step_info:
-                own[step_info["_agent_rewards"]] = step_info["agent_rewards"][step_info["_agent_rewards"]]
-        return own
+            own = np.repeat(np.asarray(reward, np.float32)[..., None], self.num_agents, axis=-1)
+        elif np.ndim(reward) == 0:
+            own = np.asarray(info["agent_rewards"], np.float32)  # (num_agents,)
+        else:
+            own = np.zeros((len(reward), self.num_agents), np.float32)  # a vector env's (N, num_agents)
+            # a copy whose episode ended reset in the same step: its step's info is the final one (final_info)
+            for step_info in (info, info.get("final_info", {})):
+                if "_agent_rewards" in step_info:
+                    own[step_info["_agent_rewards"]] = step_info["agent_rewards"][step_info["_agent_rewards"]]
+        return np.sign(own) if self.if_clip_reward else own
 
 
 def team_defaults(defaults: dict, common_reward: bool) -> dict:

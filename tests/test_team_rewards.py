@@ -85,3 +85,19 @@ def test_mappo_learns_from_each_agents_own_reward_or_from_their_sum(common_rewar
         buffer.extend(*agent.explore_env(env, 16))
         agent.update_net(buffer, batch_size=64, repeat_times=4)
     assert (agent.select_action(np.ones(2, np.float32), deterministic=True)[0] == 1) == if_selfish
+
+
+def test_clipped_rewards_are_each_agents_signs():
+    """if_clip_reward takes the sign of what each agent learns from, its own reward or the team's sum for each, in
+    one env or a vector env whose second copy's episode ended in the step (its info the final one)."""
+    own = AgentDiscreteMAPPO(16, 1, 3, device="cpu", num_agents=2, if_clip_reward=True)
+    np.testing.assert_array_equal(own.learned_reward(1.5, {"agent_rewards": np.array([2.5, -0.5])}), [1.0, -1.0])
+    info = {"agent_rewards": np.array([[2.5, 0.0], [9.0, 9.0]]), "_agent_rewards": np.array([True, False]),
+            "final_info": {"agent_rewards": np.array([[9.0, 9.0], [-3.0, 0.2]]), "_agent_rewards": np.array([False, True])}}
+    clipped = own.learned_reward(np.array([2.5, -2.8]), info)
+    assert clipped.dtype == np.float32
+    np.testing.assert_array_equal(clipped, [[1.0, 0.0], [-1.0, 1.0]])
+    own.if_clip_reward = False
+    np.testing.assert_allclose(own.learned_reward(np.array([2.5, -2.8]), info), [[2.5, 0.0], [-3.0, 0.2]])
+    common = AgentDiscreteMAPPO(16, 1, 3, device="cpu", num_agents=2, common_reward=True, if_clip_reward=True)
+    np.testing.assert_array_equal(common.learned_reward(np.array([2.0, -0.3]), {}), [[1.0, 1.0], [-1.0, -1.0]])
