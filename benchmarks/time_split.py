@@ -1,0 +1,163 @@
+"""Where a run's time goes, and how close it is to its floor (issue 45). One run of our agent in the serial loop (the
+reference loop, in this process), its wall clock split by timers around the loop's calls into: stepping the env (the
+explorer env's step), acting (the rest of exploring: the policy's forward, noise, building the trajectory), storing it
+(Learner.store), gradient updates (Learner.learn), evaluation (Evaluator.evaluate_and_save: the episodes, the csv row,
+the plot when due), checkpoints (Learner.save), and the rest (overhead: the loop, the banner, building nets and envs).
+
+Beside it, the floor: the env's own steps per second on one core (the same vector env, uniform random actions, for
+`floor_seconds`) times the steps the run made, plus bare torch's gradient steps per second for the same networks and
+batch (each of the agent's actor and critic: a forward of a random batch, a squared loss, backward and a fused Adam
+step) times the gradient steps the run made with each (counted at AgentZoo.optimizer_step). The ratio of the run's
+time to the floor is how far the loop is from the cost of its env and its networks.
+
+    python benchmarks/time_split.py agent=AgentPPO env=LunarLanderContinuous-v3 seed=0 max_time=300
+    python benchmarks/time_split.py agent=AgentSAC env=Pendulum-v1 seed=0
+
+Any other key=value is passed to the run (AgentRun's Arguments). Seconds are the run's to its stop: to the target,
+one evaluation, the final plot and checkpoint past time_to_target.py's seconds to target.
+"""
+import collections
+import inspect
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import AgentRun  # noqa: E402
+import AgentZoo  # noqa: E402
+from AgentRun import Arguments, Evaluator, Explorer, Learner, build_env, prepare_env, train_and_evaluate  # noqa: E402
+
+PARTS = ("env step", "acting", "store", "updates", "evaluation", "checkpoints")
+
+
+class Timers:
+    """Seconds spent in each part, from wrappers around the calls that make them."""
+
+    def __init__(self):
+        self.seconds = collections.Counter()
+
+    def wrap(self, owner, name: str, part: str):
+        """Time owner.name (a class's method or an object's) as `part`."""
+        function = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[part] += time.perf_counter() - start
+        setattr(owner, name, timed)
+
+
+def profiled_run(args: Arguments) -> tuple[dict, Timers, collections.Counter, list]:
+    """The run with its parts timed; also the gradient steps per optimizer, and the learner's agent."""
+    timers, steps_per_optimizer, agents = Timers(), collections.Counter(), []
+    build_explore_env = AgentRun.build_explore_env
+
+    def timed_explore_env(run_args):  # the explorer's env, its step timed
+        env = build_explore_env(run_args)
+        timers.wrap(env, "step", "env step")
+        return env
+    AgentRun.build_explore_env = timed_explore_env
+    for owner, name, part in ((Explorer, "explore", "exploring"), (Learner, "store", "store"),
+                              (Learner, "learn", "updates"), (Evaluator, "evaluate_and_save", "evaluation"),
+                              (Learner, "save", "checkpoints")):
+        timers.wrap(owner, name, part)
+    optimizer_step = AgentZoo.optimizer_step
+
+    def counted_step(optimizer, *rest, **kwargs):
+        steps_per_optimizer[optimizer] += 1
+        return optimizer_step(optimizer, *rest, **kwargs)
+    AgentZoo.optimizer_step = counted_step
+    learner_init = Learner.__init__
+
+    def kept_init(self, *rest, **kwargs):
+        learner_init(self, *rest, **kwargs)
+        agents.append(self.agent)
+    Learner.__init__ = kept_init
+    start = time.perf_counter()
+    result = train_and_evaluate(args)
+    timers.seconds["total"] = time.perf_counter() - start
+    timers.seconds["acting"] = timers.seconds.pop("exploring") - timers.seconds["env step"]
+    return result, timers, steps_per_optimizer, agents
+
+
+def env_floor(env_id: str, num_envs: int, seconds: float) -> float:
+    """The env's steps per second on one core: the explorer's env (num_envs copies) stepped with random actions."""
+    env = build_env(env_id, num_envs if num_envs > 1 else None)[0]
+    env.reset(seed=0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        steps += num_envs
+        if num_envs == 1 and (terminated or truncated):
+            env.reset()
+    return steps / (time.perf_counter() - start)
+
+
+def bare_step_seconds(module: torch.nn.Module, agent, batch_size: int, seconds: float) -> float | None:
+    """Seconds per bare torch gradient step of module on a random batch: forward, a squared loss of its outputs,
+    backward, a fused Adam step. None for a network whose forward takes more than a state and an action, or gives no
+    gradient."""
+    inputs = {"state": torch.randn(batch_size, *np.atleast_1d(agent.state_dim)),
+              "action": torch.randn(batch_size, agent.action_dim)}
+    names = list(inspect.signature(module.forward).parameters)
+    if not set(names) <= set(inputs):
+        return None
+    outputs = module(*(inputs[name] for name in names))
+    if not all(output.requires_grad for output in (outputs if isinstance(outputs, tuple) else (outputs,))):
+        return None  # a discrete actor's forward is its greedy action: its update goes through other methods
+    optimizer = AgentZoo.new_adam(module.parameters(), 1e-4, torch.device("cpu"))
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        outputs = module(*(inputs[name] for name in names))
+        loss = sum(output.square().mean() for output in (outputs if isinstance(outputs, tuple) else (outputs,)))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        calls += 1
+    return (time.perf_counter() - start) / calls
+
+
+def main(argv: list[str]):
+    options = dict(item.split("=", 1) for item in argv)
+    floor_seconds = float(options.pop("floor_seconds", 10))
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as cwd:
+        args = Arguments(**AgentRun.parse_overrides([f"{k}={v}" for k, v in options.items()] + [f"cwd={cwd}/run"]))
+        args.if_multiprocess = False  # one process: its timers see every part
+        result, timers, steps_per_optimizer, agents = profiled_run(args)
+    agent, seconds = agents[0], timers.seconds
+    seconds["overhead"] = seconds["total"] - sum(seconds[part] for part in PARTS)
+    print(f"\n{args.agent.__name__} on {args.env}, seed {args.seed}: {result['stop_reason']} at step {result['step']} "
+          f"after {seconds['total']:.1f} s\n")
+    print("| part | seconds | share |")
+    print("|---|---|---|")
+    for part in PARTS + ("overhead", "total"):
+        print(f"| {part} | {seconds[part]:.1f} | {seconds[part] / seconds['total']:.0%} |")
+    env_rate = env_floor(args.env, args.num_envs, floor_seconds)
+    floor = {"env": result["step"] / env_rate}
+    lines = [f"env: {env_rate:,.0f} steps/s on one core x {result['step']} steps = {floor['env']:.1f} s"]
+    for name, optimizer in (("actor", agent.act_optimizer), ("critic", agent.cri_optimizer)):
+        module = agent.act if name == "actor" else agent.cri
+        if optimizer is None or not steps_per_optimizer[optimizer]:
+            continue
+        per_step = bare_step_seconds(module, agent, args.batch_size, floor_seconds)
+        if per_step is None:
+            lines.append(f"{name}: {steps_per_optimizer[optimizer]} gradient steps; no bare floor (its forward takes "
+                         f"other inputs or gives no gradient)")
+            continue
+        floor[name] = steps_per_optimizer[optimizer] * per_step
+        lines.append(f"{name}: {steps_per_optimizer[optimizer]} gradient steps x {per_step * 1e3:.3f} ms (bare, batch "
+                     f"{args.batch_size}) = {floor[name]:.1f} s")
+    total_floor = sum(floor.values())
+    print("\nThe floor: " + "; ".join(lines))
+    print(f"floor {total_floor:.1f} s; the run {seconds['total']:.1f} s, {seconds['total'] / total_floor:.1f}x its floor")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
