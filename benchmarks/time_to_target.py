@@ -15,7 +15,7 @@ The suite runs each of our agents on each task of its action type, and the Stabl
 each agent's family with the rl-baselines3-zoo hyperparameters (benchmarks/peer_sb3.py), seed by seed, in
 one invocation, so that the machine's load hits both alike. Each run is a fresh process with defaults; its
 row (date, commit, agent, env, seed, steps, seconds, solved, loop, best_return and last_return: the run's best and
-last evaluation mean, the last ours only) is
+last evaluation mean) is
 appended to History/benchmarks.csv, and a markdown table of medians, spreads, failures and ratios of medians is
 printed for BENCHMARKS.md;
 `table=<commit>` prints the same table from the rows of History/benchmarks.csv measured at that commit, and
@@ -44,7 +44,7 @@ from peer_sb3 import ZOO  # the (family, task) pairs that have zoo hyperparamete
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HISTORY = os.path.join(ROOT, "History", "benchmarks.csv")
 STOP_LINE = re.compile(r"Stop: (?P<reason>.*) at step (?P<steps>\d+) after (?P<seconds>[\d.]+) s; "
-                       r"best evaluation mean (?P<best>-?(?:inf|[\d.]+))")
+                       r"best evaluation mean (?P<best>-?(?:inf|[\d.]+))(?:; last (?P<last>-?(?:inf|[\d.]+)))?")
 
 
 def git_commit() -> str:
@@ -121,7 +121,7 @@ def run_once(name: str, env: str, seed: int, loop: str, max_time: float, setting
         if out.returncode != 0 or match is None:
             raise RuntimeError(f"{' '.join(command)} failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
         steps, seconds, solved = int(match["steps"]), float(match["seconds"]), match["reason"].startswith("reached target_return")
-        last_return = None  # the peer's evaluations stay in its process
+        last_return = None if match["last"] is None else float(match["last"])  # the peer's stop line says it
         if loop != "sb3":
             with open(os.path.join(cwd, "run", "recorder.csv")) as f:
                 rows = list(csv.DictReader(f))
