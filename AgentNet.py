@@ -49,16 +49,19 @@ class NoisyLinear(nn.Linear):
 
 class NetShape:
     """The hidden layers of every MLP of an agent, given where a network takes net_dim: their widths, input side first
-    (Spinning Up's (64, 32), the TD3 paper's (400, 300)), and the activation after each (one of `activations`). An int
-    net_dim is NetShape((net_dim, net_dim), "relu")."""
+    (Spinning Up's (64, 32), the TD3 paper's (400, 300)), and the activation after each (one of `activations`); and a
+    recurrent network's cell (RecurrentCore: one of `cells`). An int net_dim is NetShape((net_dim, net_dim), "relu",
+    "lstm")."""
 
     activations = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
+    cells = {"lstm": nn.LSTMCell, "gru": nn.GRUCell}
+    memory_rows = {"lstm": 2, "gru": 1}  # a cell's memory: an LSTM's h and c, a GRU's h
 
-    def __init__(self, widths: tuple[int, ...], activation: str = "relu"):
-        self.widths, self.activation = tuple(widths), activation
+    def __init__(self, widths: tuple[int, ...], activation: str = "relu", cell: str = "lstm"):
+        self.widths, self.activation, self.cell = tuple(widths), activation, cell
 
     def __repr__(self) -> str:
-        return f"NetShape({self.widths}, {self.activation!r})"
+        return f"NetShape({self.widths}, {self.activation!r}, {self.cell!r})"
 
 
 def net_shape(net_dim: "int | NetShape") -> NetShape:
@@ -554,30 +557,32 @@ class CriticValue(nn.Module):
 
 
 class RecurrentCore(nn.Module):
-    """An MLP encoder and an LSTM cell: states (T, N, state_dim) of N env copies -> features (T, N, width), the memory
-    (h, c) carried from step to step and zeroed before every step that starts an episode, so a sequence never reads
-    another episode's memory (the masking of SB3's RecurrentPPO; R2D2, arXiv:1810.06059, stores the state at each
-    sequence's start, as the rollout does here). A memory is one tensor (2, N, width): h and c stacked."""
+    """An MLP encoder and a recurrent cell (net_dim's: an LSTM's by default, or a GRU's): states (T, N, state_dim) of
+    N env copies -> features (T, N, width), the memory carried from step to step and zeroed before every step that
+    starts an episode, so a sequence never reads another episode's memory (the masking of SB3's RecurrentPPO; R2D2,
+    arXiv:1810.06059, stores the state at each sequence's start, as the rollout does here). A memory is one tensor
+    (rows, N, width): an LSTM's h and c stacked (rows 2), a GRU's h (rows 1); the features are h."""
 
     def __init__(self, net_dim: "int | NetShape", state_dim: int):
         super().__init__()
         self.width = trunk_width(net_dim, state_dim)
         self.encoder = mlp(net_dim, state_dim, None)
-        self.cell = nn.LSTMCell(self.width, self.width)
+        cell = net_shape(net_dim).cell
+        self.cell, self.rows = NetShape.cells[cell](self.width, self.width), NetShape.memory_rows[cell]
 
     def zero_memory(self, num_envs: int, device) -> torch.Tensor:
-        return torch.zeros((2, num_envs, self.width), device=device)  # (2, N, width): h and c
+        return torch.zeros((self.rows, num_envs, self.width), device=device)  # (rows, N, width)
 
     def forward(self, state: torch.Tensor, memory: torch.Tensor, episode_start: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """state (T, N, state_dim) from memory (2, N, width), episode_start (T, N) 1 where step t starts an episode ->
-        features (T, N, width) and memories (T + 1, 2, N, width): memories[t] the one step t received (before its
+        """state (T, N, state_dim) from memory (rows, N, width), episode_start (T, N) 1 where step t starts an episode
+        -> features (T, N, width) and memories (T + 1, rows, N, width): memories[t] the one step t received (before its
         zeroing), memories[T] the one after the last step. Acting is T = 1."""
         x = self.encoder(state)  # (T, N, width)
         memories, features = [memory], []
         for t in range(state.shape[0]):
-            h, c = memory * (1 - episode_start[t].float()).view(1, -1, 1)  # a new episode starts from zeros
-            memory = torch.stack(self.cell(x[t], (h, c)))  # (2, N, width)
+            kept = memory * (1 - episode_start[t].float()).view(1, -1, 1)  # a new episode starts from zeros
+            memory = torch.stack(self.cell(x[t], tuple(kept))) if self.rows == 2 else self.cell(x[t], kept[0])[None]
             memories.append(memory)
             features.append(memory[0])
         return torch.stack(features), torch.stack(memories)

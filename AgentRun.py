@@ -96,6 +96,8 @@ class Arguments:
     net_dims: tuple | str | None = None  # every MLP's hidden widths instead of two of net_dim, "400,300" (or "400x300",
     #   which a grid keeps whole) or a tuple; None: (net_dim, net_dim)
     activation: str | None = None  # after each hidden layer: relu, tanh, elu or gelu (AgentNet.NetShape); None: relu
+    recurrent_cell: str | None = None  # recurrent agents (recurrent PPO, R2D2): their memory's cell, lstm (h and c) or
+    #   gru (h) (AgentNet.RecurrentCore); None: lstm
     batch_size: int | None = None  # transitions per gradient step (R2D2: sequences), > 0
     learning_rate: float | None = None  # Adam step size of every network (the critic's where actor_learning_rate is
     #   set), > 0
@@ -260,6 +262,10 @@ class Arguments:
         self.net_dims = parse_widths(self.net_dims)
         if self.activation is not None and self.activation not in NetShape.activations:
             raise RefusedError(f"activation={self.activation!r} is not accepted: one of {', '.join(NetShape.activations)}")
+        if self.recurrent_cell is not None and (self.recurrent_cell not in NetShape.cells or not self.agent.if_recurrent):
+            raise RefusedError(f"recurrent_cell={self.recurrent_cell!r} is not accepted for {self.agent.__name__}: one of "
+                               f"{', '.join(NetShape.cells)}, for a recurrent agent (AgentRecurrentPPO, "
+                               f"AgentDiscreteRecurrentPPO, AgentR2D2); leave it None for any other")
         if self.start_method not in (None, *mp.get_all_start_methods()):
             raise RefusedError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
         if self.if_tensorboard:
@@ -426,12 +432,15 @@ def parse_widths(net_dims: tuple | list | str | None) -> tuple[int, ...] | None:
     return widths
 
 
-def network_shape(net_dim: int, net_dims: tuple | list | None, activation: str | None) -> "int | NetShape":
-    """What an agent's networks take as net_dim: the int itself (two layers of it, ReLU), or a NetShape of net_dims
-    and activation where either is set (config.json's values rebuild the same for resume, replay and export)."""
-    if net_dims is None and activation is None:
+def network_shape(settings: "Arguments | dict") -> "int | NetShape":
+    """What an agent's networks take as net_dim, from a run's Arguments or its config.json (whose values rebuild the
+    same for resume, replay and export): the int net_dim itself (two layers of it, ReLU, an LSTM cell), or a NetShape
+    of net_dims, activation and recurrent_cell where any is set."""
+    get = settings.get if isinstance(settings, dict) else lambda name: getattr(settings, name)
+    net_dim, net_dims, activation, cell = (get(name) for name in ("net_dim", "net_dims", "activation", "recurrent_cell"))
+    if net_dims is None and activation is None and cell is None:
         return net_dim
-    return NetShape(tuple(net_dims) if net_dims is not None else (net_dim, net_dim), activation or "relu")
+    return NetShape(tuple(net_dims) if net_dims is not None else (net_dim, net_dim), activation or "relu", cell or "lstm")
 
 
 def parse_value(key: str, text: str, types: tuple) -> typing.Any:
@@ -664,8 +673,7 @@ def replay_capacity(env_info: "EnvInfo", default: int) -> int:
 def build_agent(args: Arguments, env_info: "EnvInfo", device=None) -> AgentBase:
     """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
     hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
-    return new_agent(args.agent, network_shape(args.net_dim, args.net_dims, args.activation), env_info, device,
-                     hyperparameters)
+    return new_agent(args.agent, network_shape(args), env_info, device, hyperparameters)
 
 
 def new_agent(agent_class: type, net_dim: int, env_info: "EnvInfo", device, hyperparameters: dict) -> AgentBase:
@@ -676,9 +684,10 @@ def new_agent(agent_class: type, net_dim: int, env_info: "EnvInfo", device, hype
 
 def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer | RolloutBuffer:
     if args.agent.if_off_policy and args.agent.if_recurrent:  # R2D2's sequences, each with the memory at its start
-        width = net_shape(network_shape(args.net_dim, args.net_dims, args.activation)).widths[-1]
-        return SequenceReplayBuffer(args.max_memo, env_info.state_dim, width, args.num_envs * args.num_workers,  # a
-                                    args.seq_len, args.burn_in, args.gamma, args.n_step, device)  # round's env copies
+        shape = net_shape(network_shape(args))
+        return SequenceReplayBuffer(args.max_memo, env_info.state_dim, shape.widths[-1], args.num_envs * args.num_workers,
+                                    args.seq_len, args.burn_in, args.gamma, args.n_step, device,  # a round's env copies
+                                    memory_rows=NetShape.memory_rows[shape.cell])
     if args.agent.if_off_policy:
         sizes = (args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
         if args.her_k:  # relabelled rewards come from the learner's own copy of the env
@@ -2285,8 +2294,7 @@ def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None) -> Agent
     """The agent of config.json, its hyperparameters as trained, acting with the best actor of actor.pt (weights_only)."""
     agent_class = Arguments(agent=config["agent"]).get_agent_class()
     hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}
-    shape = network_shape(config["net_dim"], config.get("net_dims"), config.get("activation"))
-    agent = new_agent(agent_class, shape, env_info, device, hyperparameters)
+    agent = new_agent(agent_class, network_shape(config), env_info, device, hyperparameters)
     agent.act.load_state_dict(load_weights(os.path.join(cwd, "actor.pt"), agent.device))
     return agent
 

@@ -580,13 +580,13 @@ class FrameStackPrioritizedReplayBuffer(FrameStacks, PrioritizedReplayBuffer):
 
 class SequenceReplayBuffer(PrioritizedReplayBuffer):
     """R2D2's replay (Kapturowski et al., ICLR 2019, section 2.3): fixed-length sequences of one env copy's steps, each
-    stored with the recurrent state (h, c) the explorer had at its first step, prioritized as whole sequences
+    stored with the recurrent memory the explorer had at its first step, prioritized as whole sequences
     (PrioritizedReplayBuffer's trees and importance weights over sequences; max_len counts sequences).
 
     A sequence is burn_in + seq_len steps: the k-th of an episode trains on its steps [k * stride, k * stride +
     seq_len), stride = seq_len // 2 (adjacent ones overlap by half, as the paper's 80 by 40), after a prefix of the
     burn_in steps before them, which only refresh the stored state. A prefix before the episode's start holds the
-    previous episode's last steps (padding at the run's start); the LSTM zeroes its memory at the episode's first step
+    previous episode's last steps (padding at the run's start); the core zeroes its memory at the episode's first step
     anyway (AgentNet.RecurrentCore). Steps after the episode's end (the next episode's, which start from zero again)
     are padding: `mask` is 1 only on the training steps of the sequence's own episode, so a sequence never mixes
     episodes without a mask. Each step's n-step return is computed inside its sequence (n_step_returns): it never runs
@@ -600,7 +600,7 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
     alpha, beta = 0.9, 0.6  # priority and importance-sampling exponents of the R2D2 paper (Table 2)
 
     def __init__(self, max_len: int, state_dim: int, width: int, num_envs: int, seq_len: int, burn_in: int,
-                 gamma: float, n_step: int, device=None):
+                 gamma: float, n_step: int, device=None, memory_rows: int = 2):
         self.init_ring(max_len, device)
         self.num_envs, self.seq_len, self.burn_in, self.gamma, self.n_step = num_envs, seq_len, burn_in, gamma, n_step
         self.stride, self.window = max(1, seq_len // 2), burn_in + seq_len
@@ -611,19 +611,19 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
                   "boot_states": ((self.window, state_dim), torch.float32),  # the state after it: the bootstrap's
                   "episode_start": ((self.window,), torch.float32),  # 1 where the memory is zeroed first
                   "mask": ((self.window,), torch.float32),  # 1 on the training steps of the sequence's episode
-                  "memory": ((2, width), torch.float32)}  # the explorer's (h, c) before the first step
+                  "memory": ((memory_rows, width), torch.float32)}  # the explorer's memory before the first step
         self.tensors = tuple(torch.zeros((max_len, *shape), dtype=dtype, device=self.device)  # (S, ...) each
                              for shape, dtype in shapes.values())
         self.init_trees()
-        self.tail = self.padding(state_dim, width)
+        self.tail = self.padding(state_dim, width, memory_rows)
 
-    def padding(self, state_dim: int, width: int) -> list[torch.Tensor]:
+    def padding(self, state_dim: int, width: int, memory_rows: int) -> list[torch.Tensor]:
         """window - 1 steps of each copy before any explored one: no episode's (episode step -1), never trained."""
         rows, n, device = self.window - 1, self.num_envs, self.device
         zeros = lambda *shape, dtype=torch.float32: torch.zeros((rows, n, *shape), dtype=dtype, device=device)
         ones = torch.ones((rows, n), device=device)  # not_terminated, not_done
         return [zeros(state_dim), zeros(1, dtype=torch.long), zeros(), ones, ones, zeros(state_dim),
-                zeros(dtype=torch.long) - 1, zeros(2, width)]
+                zeros(dtype=torch.long) - 1, zeros(memory_rows, width)]
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
         """Cut the sequences that the explored steps complete (cut) and store them at the largest priority so far."""
@@ -1912,7 +1912,7 @@ class AgentDiscretePPO(DiscreteOnPolicy, AgentPPO):
     train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)
 
 
-# ---- recurrent agents (an LSTM's memory per env copy): the acting memory, recurrent PPO, R2D2 ----
+# ---- recurrent agents (a recurrent cell's memory per env copy): the acting memory, recurrent PPO, R2D2 ----
 
 
 def sequences(tensor: torch.Tensor, seq_len: int) -> torch.Tensor:

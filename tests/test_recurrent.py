@@ -2,29 +2,32 @@
 starts; learning replays the rollout's sequences from the stored memories (ratio 1 at a round's first minibatch);
 evaluation runs each episode from a zero memory; what the agent cannot do yet is refused, saying what is accepted."""
 import csv
+import math
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, prepare_env, run_episodes, train_and_evaluate
+from AgentRun import Arguments, prepare_env, replay, run_episodes, train_and_evaluate
+from AgentNet import NetShape, RecurrentCore
 from AgentZoo import AgentDiscreteRecurrentPPO, AgentRecurrentPPO, RecurrentRolloutBuffer, RefusedError, sequences
 from envs import CounterEnv, make_counter_vector_env
 
 
-def explored_agent(horizon=8, rounds=1, seq_len=4):
-    """A recurrent agent that explored `rounds` rollouts of the counter vector env: copy 0 terminates every 3 steps,
-    copy 1 is truncated every 2; returns the agent and its rollouts."""
+def explored_agent(horizon=8, rounds=1, seq_len=4, cell="lstm"):
+    """A recurrent agent (its core's cell `cell`) that explored `rounds` rollouts of the counter vector env: copy 0
+    terminates every 3 steps, copy 1 is truncated every 2; returns the agent and its rollouts."""
     torch.manual_seed(0)
     env = make_counter_vector_env()
-    agent = AgentDiscreteRecurrentPPO(16, 1, 2, device="cpu", seq_len=seq_len)
+    agent = AgentDiscreteRecurrentPPO(NetShape((16, 16), "relu", cell), 1, 2, device="cpu", seq_len=seq_len)
     agent.last_state = env.reset(seed=0)[0]
     return agent, [agent.explore_env(env, horizon) for _ in range(rounds)]
 
 
-def test_memory_is_zeroed_exactly_at_each_copys_episode_starts():
-    agent, (first, second) = explored_agent(rounds=2)
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_memory_is_zeroed_exactly_at_each_copys_episode_starts(cell):
+    agent, (first, second) = explored_agent(rounds=2, cell=cell)
     states, episode_start = torch.cat((first[0], second[0])), torch.cat((first[-1], second[-1]))  # (16, 2, 1), (16, 2)
     expected = torch.zeros(16, 2)
     expected[::3, 0] = 1  # copy 0: episodes of 3 steps, terminated
@@ -34,8 +37,9 @@ def test_memory_is_zeroed_exactly_at_each_copys_episode_starts():
     torch.testing.assert_close(episode_start, (states[..., 0] == 0).float())
 
     # the second round starts from the memory the first ended with (carried across rounds, not reset)
-    start_memory = first[-2]  # the actor's (2, N, W)
-    memories = agent.act.core(states, start_memory, episode_start)[1]  # (17, 2, 2, W)
+    start_memory = first[-2]  # the actor's (rows, N, W): an LSTM's h and c, a GRU's h
+    assert start_memory.shape == ({"lstm": 2, "gru": 1}[cell], 2, 16)
+    memories = agent.act.core(states, start_memory, episode_start)[1]  # (17, rows, 2, W)
     torch.testing.assert_close(second[-2], memories[8])
     assert second[-2].abs().sum() > 0
 
@@ -131,6 +135,46 @@ def test_evaluation_runs_each_episode_from_a_zero_memory():
 ])
 def test_what_it_cannot_do_yet_is_refused_with_what_is_accepted(settings, message, tmp_path):
     args = Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), **settings)
+    with pytest.raises(RefusedError, match=message):
+        args.resolve(prepare_env(args.env)[1])
+
+
+def test_a_gru_core_steps_its_cell_on_the_encoded_state_and_its_memory_is_h():
+    """Hand-stepped: the features of each step are GRUCell(encoder(state), h), h zeroed where an episode starts."""
+    torch.manual_seed(0)
+    core = RecurrentCore(NetShape((8, 8), "relu", "gru"), 3)
+    assert isinstance(core.cell, torch.nn.GRUCell) and core.zero_memory(2, "cpu").shape == (1, 2, 8)
+    state, memory = torch.randn(3, 2, 3), torch.randn(1, 2, 8)
+    episode_start = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    features, memories = core(state, memory, episode_start)
+    h = memory[0]
+    for t in range(3):
+        h = core.cell(core.encoder(state[t]), h * (1 - episode_start[t])[:, None])
+        torch.testing.assert_close(features[t], h)
+        torch.testing.assert_close(memories[t + 1], h[None])
+
+
+@pytest.mark.parametrize("agent", ["AgentDiscreteRecurrentPPO", "AgentR2D2"])
+def test_a_gru_run_trains_resumes_and_its_saved_actor_acts(agent, tmp_path):
+    """recurrent_cell=gru end to end: the run trains, its config.json rebuilds the GRU actor that actor.pt holds
+    (replay), and a resume goes on from the checkpoint (R2D2's replayed sequences keep a memory of one row)."""
+    cwd = str(tmp_path / "run")
+    common = dict(agent=agent, env="CartPoleNoVel-v1", seed=0, cwd=cwd, eval_gap=0, eval_times=2, recurrent_cell="gru")
+    train_and_evaluate(Arguments(**common, break_step=2048))
+    result = train_and_evaluate(Arguments(**common, break_step=4096, if_resume=True))
+    assert result["step"] >= 4096
+    assert math.isfinite(replay(cwd, episodes=1, render="none")["avg_return"])
+    if agent == "AgentR2D2":
+        saved = torch.load(str(tmp_path / "run" / "checkpoint" / "buffer.pt"), weights_only=True)
+        assert saved["tensors"][-1].shape[1:] == (1, 128)
+
+
+@pytest.mark.parametrize("agent, cell, message", [
+    ("AgentDiscreteRecurrentPPO", "rnn", "one of lstm, gru, for a recurrent agent"),
+    ("AgentDiscretePPO", "gru", "recurrent_cell='gru' is not accepted for AgentDiscretePPO"),
+])
+def test_a_recurrent_cell_it_cannot_use_is_refused(agent, cell, message, tmp_path):
+    args = Arguments(agent=agent, env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), recurrent_cell=cell)
     with pytest.raises(RefusedError, match=message):
         args.resolve(prepare_env(args.env)[1])
 
