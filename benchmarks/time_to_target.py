@@ -7,6 +7,7 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py agent=AgentSAC env=LunarLanderContinuous-v3 loops=mp,mp2  # default explorers (1; Ape-X 2), 2
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=ddp1,ddp2  # torchrun ranks
     python benchmarks/time_to_target.py agent=AgentD3QN env=MinAtar/Breakout-v1 break_step=100000 seeds=0,1,2,3,4
+    python benchmarks/time_to_target.py agent=AgentR2D2 env=CartPoleNoVel-v1 settings="recurrent_cell=gru" peer=False
     python benchmarks/time_to_target.py table=8cb90c0 tasks=CartPole-v1,Pendulum-v1  # a table of BENCHMARKS.md
     python benchmarks/time_to_target.py table=7e4dc4a tasks=LunarLander-v3 agents=AgentD3QN,AgentRainbow
     python benchmarks/time_to_target.py headline=8cb90c0                  # README's speed table
@@ -24,6 +25,8 @@ seconds to target over the seeds, a failed seed infinitely slow), each one's sol
 and the ratio of the medians. `tasks=` and `agents=` narrow both.
 `break_step=N` stops our runs after N env steps: a fixed budget of steps, for a task without a target such as
 MinAtar's, where the row's last_return is the result. The peer has no such stop, so it needs `peer=False`.
+`settings="key=value;..."` adds settings to our runs' defaults, and its rows name the agent with them
+(`AgentR2D2[recurrent_cell=gru]`), so that a variant's rows stay apart from the default's.
 A run that stops without reaching the target counts as a failure (an infinite time in the median); so does one that
 crashes (its row's loop is "crashed"), and the invocation goes on with the next run.
 """
@@ -259,11 +262,13 @@ def main(argv: list[str]):
     max_time = float(options.get("max_time", 1800))
     commit, date = git_commit(), datetime.date.today().isoformat()
     plan = plan_runs(options)
-    settings = (f"break_step={int(options['break_step'])}",) if "break_step" in options else ()
+    variant = tuple(options["settings"].split(";")) if options.get("settings") else ()
+    settings = variant + ((f"break_step={int(options['break_step'])}",) if "break_step" in options else ())
     if settings and any(loop == "sb3" for _, _, loop in plan):
-        raise SystemExit("break_step= stops our agents only (the peer runs to the target, max_time or its zoo steps): "
-                         "pass peer=False with it")
-    results = {key: [] for key in plan}
+        raise SystemExit("break_step= and settings= change our agents only (the peer runs its zoo entry to the target, "
+                         "max_time or its zoo steps): pass peer=False with them")
+    label = lambda name: name + (f"[{';'.join(variant)}]" if variant else "")  # a variant's rows: the agent and its settings
+    results = {(env, label(name), loop): [] for env, name, loop in plan}
     for seed in seeds:  # seed by seed through every runner, so that a change in the machine's load hits all alike
         for env, name, loop in plan:
             start = time.perf_counter()
@@ -273,12 +278,12 @@ def main(argv: list[str]):
                 print(f"{name} {env} seed {seed} crashed: {error}", file=sys.stderr, flush=True)
                 result = {"steps": 0, "seconds": round(time.perf_counter() - start, 1), "solved": False, "loop": "crashed",
                           "best_return": None, "last_return": None}
-            results[env, name, loop].append(result)
+            results[env, label(name), loop].append(result)
             with open(HISTORY, "a", newline="") as f:
-                csv.writer(f).writerow([date, commit, name, env, seed, result["steps"], f"{result['seconds']:.1f}",
+                csv.writer(f).writerow([date, commit, label(name), env, seed, result["steps"], f"{result['seconds']:.1f}",
                                         result["solved"], result["loop"],
                                         *("" if result[key] is None else result[key] for key in ("best_return", "last_return"))])
-            print(f"{name} {env} seed {seed} {loop}: {result}", flush=True)
+            print(f"{label(name)} {env} seed {seed} {loop}: {result}", flush=True)
     print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {date}\n")
     print_table(results)
 

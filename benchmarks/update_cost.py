@@ -5,11 +5,13 @@ update: on-policy, one round's update_net (its epochs over the rollout); off-pol
 
 `pairs=` (the default: all three) sets a recurrent agent beside its feed-forward twin (issue 43): AgentRecurrentPPO /
 AgentPPO on PendulumNoVel-v1, AgentDiscreteRecurrentPPO / AgentDiscretePPO and AgentR2D2 / AgentD3QN on
-CartPoleNoVel-v1. `runs=Agent@env,...` measures any others, e.g. on pixels (issue 42).
+CartPoleNoVel-v1. `runs=Agent@env,...` measures any others, e.g. on pixels (issue 42); `Agent@env@key=value@...` adds
+settings to the run's defaults.
 
     python benchmarks/update_cost.py                     # all three pairs
     python benchmarks/update_cost.py pairs=R2D2 seconds=20
     python benchmarks/update_cost.py runs=AgentDQN@MinAtar/Breakout-v1,AgentDiscretePPO@MinAtar/Breakout-v1
+    python benchmarks/update_cost.py runs=AgentR2D2@CartPoleNoVel-v1@recurrent_cell=gru,AgentR2D2@CartPoleNoVel-v1
 """
 import os
 import sys
@@ -17,16 +19,16 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from AgentRun import Arguments, Explorer, Learner, prepare_env  # noqa: E402
+from AgentRun import Arguments, Explorer, Learner, parse_overrides, prepare_env  # noqa: E402
 
 PAIRS = {"PPO": ("PendulumNoVel-v1", "AgentRecurrentPPO", "AgentPPO"),
          "DiscretePPO": ("CartPoleNoVel-v1", "AgentDiscreteRecurrentPPO", "AgentDiscretePPO"),
          "R2D2": ("CartPoleNoVel-v1", "AgentR2D2", "AgentD3QN")}
 
 
-def update_cost(agent: str, env: str, seconds: float) -> str:
+def update_cost(agent: str, env: str, seconds: float, settings: tuple[str, ...] = ()) -> str:
     with tempfile.TemporaryDirectory() as cwd:
-        args = Arguments(agent=agent, env=env, cwd=cwd, if_multiprocess=False)
+        args = Arguments(agent=agent, env=env, cwd=cwd, if_multiprocess=False, **parse_overrides(list(settings)))
         env_info = prepare_env(env)[1]
         args.resolve(env_info)
         learner = Learner(args, env_info, if_restore=False)
@@ -41,7 +43,8 @@ def update_cost(agent: str, env: str, seconds: float) -> str:
             trajectory = explorer.explore(learner.step)
             learner.store(trajectory, args.num_envs)
             explored += explorer.horizon * args.num_envs
-        explore = f"{agent:26s} {env}: {explored / (time.perf_counter() - start):7.0f} steps/s explored; "
+        name = " ".join((agent, *settings))
+        explore = f"{name:26s} {env}: {explored / (time.perf_counter() - start):7.0f} steps/s explored; "
         agent_ = learner.agent
         if agent_.if_off_policy:
             batch = args.batch_size * (getattr(args, "burn_in", 0) + getattr(args, "seq_len", 1)
@@ -65,10 +68,10 @@ def update_cost(agent: str, env: str, seconds: float) -> str:
 
 
 def main(pairs: str = ",".join(PAIRS), runs: str = "", seconds: str = "30"):
-    measured = [run.split("@", 1) for run in runs.split(",")] if runs else \
+    measured = [run.split("@") for run in runs.split(",")] if runs else \
         [(agent, PAIRS[pair][0]) for pair in pairs.split(",") for agent in PAIRS[pair][1:]]
-    for agent, env in measured:
-        print(update_cost(agent, env, float(seconds)), flush=True)
+    for agent, env, *settings in measured:
+        print(update_cost(agent, env, float(seconds), tuple(settings)), flush=True)
 
 
 if __name__ == "__main__":
