@@ -10,6 +10,7 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py agent=AgentR2D2 env=CartPoleNoVel-v1 settings="recurrent_cell=gru" peer=False
     python benchmarks/time_to_target.py table=8cb90c0 tasks=CartPole-v1,Pendulum-v1  # a table of BENCHMARKS.md
     python benchmarks/time_to_target.py table=7e4dc4a tasks=LunarLander-v3 agents=AgentD3QN,AgentRainbow
+    python benchmarks/time_to_target.py table=cb55f33 tasks=MinAtar/Breakout-v1 budget=True  # a fixed budget's table
     python benchmarks/time_to_target.py headline=8cb90c0                  # README's speed table
 
 The suite runs each of our agents on each task of its action type, and the Stable-Baselines3 algorithm of
@@ -24,7 +25,9 @@ printed for BENCHMARKS.md;
 seconds to target over the seeds, a failed seed infinitely slow), each one's solved seeds, median and slowest seconds,
 and the ratio of the medians. `tasks=` and `agents=` narrow both.
 `break_step=N` stops our runs after N env steps: a fixed budget of steps, for a task without a target such as
-MinAtar's, where the row's last_return is the result. The peer has no such stop, so it needs `peer=False`.
+MinAtar's, where the row's last_return is the result, and the table printed is the budget's (`table=<commit>
+budget=True` prints it again): steps, seconds, best and last returns. The peer has no such stop, so it needs
+`peer=False`.
 `settings="key=value;..."` adds settings to our runs' defaults, and its rows name the agent with them
 (`AgentR2D2[recurrent_cell=gru]`), so that a variant's rows stay apart from the default's.
 A run that stops without reaching the target counts as a failure (an infinite time in the median); so does one that
@@ -211,6 +214,18 @@ def print_table(results: dict):
               f"{return_cell(rows)} | {return_cell(rows, 'last_return')} | {peer_cells[0]} | {peer_cells[1]} | {ratio_cell(rows, peer_rows)} |")
 
 
+def print_budget_table(results: dict):
+    """For runs on a fixed budget (break_step=, or a task without a target): per agent, the median steps and seconds
+    (the slowest seed's) the runs took, and their best and last evaluation means (median and worst seed)."""
+    print("| task | agent | loop | seeds | median steps | median s (slowest) | best return (worst) | last return (worst) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (env, name, loop), rows in results.items():
+        seconds = [row["seconds"] for row in rows]
+        print(f"| {env} | {name} | {rows[0]['loop']} | {len(rows)} | {statistics.median(r['steps'] for r in rows):.0f} | "
+              f"{statistics.median(seconds):.1f} ({max(seconds):.0f}) | {return_cell(rows)} | "
+              f"{return_cell(rows, 'last_return')} |")
+
+
 def print_headline(results: dict):
     """A markdown table, one row per task: our fastest agent and the peer's fastest (the least median seconds to
     target, a failed seed infinitely slow), each with its solved seeds and seconds_cell, and ratio_cell of the two."""
@@ -229,7 +244,7 @@ def print_headline(results: dict):
 
 def history_results(commit: str, tasks: list[str], agents: list[str] | None = None) -> dict:
     """The rows of History/benchmarks.csv measured at commit on tasks (of our `agents` and every peer, where given),
-    grouped as main() groups a run's, in SUITE's order."""
+    grouped as main() groups a run's, in the order of tasks and of SUITE's agents."""
     results = {}
     with open(HISTORY, newline="") as f:
         for row in csv.DictReader(f):
@@ -245,7 +260,7 @@ def history_results(commit: str, tasks: list[str], agents: list[str] | None = No
     if not results:
         raise SystemExit(f"no rows of commit {commit!r} in {HISTORY}")
     order = {(env, name): i for i, (env, name) in enumerate((env, name) for env in SUITE for name in SUITE[env])}
-    return dict(sorted(results.items(), key=lambda item: (list(SUITE).index(item[0][0]), item[0][2] == "sb3",
+    return dict(sorted(results.items(), key=lambda item: (tasks.index(item[0][0]), item[0][2] == "sb3",
                                                           order.get(item[0][:2], 0), item[0][1])))
 
 
@@ -257,7 +272,9 @@ def main(argv: list[str]):
                                   options["agents"].split(",") if "agents" in options else None)
         seeds = sorted({len(rows) for rows in results.values()})
         print(f"Time to target at commit {commit}, {' or '.join(map(str, seeds))} seeds per row\n")
-        return print_table(results) if "table" in options else print_headline(results)
+        if "table" not in options:
+            return print_headline(results)
+        return print_budget_table(results) if options.get("budget") == "True" else print_table(results)
     seeds = [int(s) for s in options.get("seeds", "0,1,2").split(",")]
     max_time = float(options.get("max_time", 1800))
     commit, date = git_commit(), datetime.date.today().isoformat()
@@ -285,7 +302,7 @@ def main(argv: list[str]):
                                         *("" if result[key] is None else result[key] for key in ("best_return", "last_return"))])
             print(f"{label(name)} {env} seed {seed} {loop}: {result}", flush=True)
     print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {date}\n")
-    print_table(results)
+    print_budget_table(results) if "break_step" in options else print_table(results)
 
 
 if __name__ == "__main__":
