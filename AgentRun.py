@@ -97,7 +97,7 @@ class Arguments:
     #   which a grid keeps whole) or a tuple; None: (net_dim, net_dim)
     activation: str | None = None  # after each hidden layer: relu, tanh, elu or gelu (AgentNet.NetShape); None: relu
     recurrent_cell: str | None = None  # recurrent agents (recurrent PPO, R2D2): their memory's cell, lstm (h and c) or
-    #   gru (h) (AgentNet.RecurrentCore); None: lstm
+    #   gru (h) (AgentNet.RecurrentCore); None: the agent's default (R2D2 gru, recurrent PPO lstm)
     batch_size: int | None = None  # transitions per gradient step (R2D2: sequences), > 0
     learning_rate: float | None = None  # Adam step size of every network (the critic's where actor_learning_rate is
     #   set), > 0
@@ -262,10 +262,8 @@ class Arguments:
         self.net_dims = parse_widths(self.net_dims)
         if self.activation is not None and self.activation not in NetShape.activations:
             raise RefusedError(f"activation={self.activation!r} is not accepted: one of {', '.join(NetShape.activations)}")
-        if self.recurrent_cell is not None and (self.recurrent_cell not in NetShape.cells or not self.agent.if_recurrent):
-            raise RefusedError(f"recurrent_cell={self.recurrent_cell!r} is not accepted for {self.agent.__name__}: one of "
-                               f"{', '.join(NetShape.cells)}, for a recurrent agent (AgentRecurrentPPO, "
-                               f"AgentDiscreteRecurrentPPO, AgentR2D2); leave it None for any other")
+        if self.recurrent_cell is not None and self.recurrent_cell not in NetShape.cells:
+            raise RefusedError(f"recurrent_cell={self.recurrent_cell!r} is not accepted: one of {', '.join(NetShape.cells)}")
         if self.start_method not in (None, *mp.get_all_start_methods()):
             raise RefusedError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
         if self.if_tensorboard:
@@ -2633,6 +2631,8 @@ def resume(cwd: str, **overrides) -> dict:
         config = json.load(f)
     if "env" not in overrides:  # an instance that config.json cannot rebuild can be passed again
         config["env"] = env_from_config(config["env"])
+    if "recurrent_cell" not in config and Arguments(agent=config["agent"]).get_agent_class().if_recurrent:
+        config["recurrent_cell"] = "lstm"  # a run of a recurrent agent from before recurrent_cell: its networks' cell
     return train_and_evaluate(Arguments(**(config | overrides | {"cwd": cwd, "if_resume": True, "if_remove": False})))
 
 

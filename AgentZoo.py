@@ -1972,11 +1972,12 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
 
     if_recurrent = True
     act_class, cri_class = ActorRecurrentPPO, CriticRecurrentValue
-    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False)  # processes not measured faster yet
+    # processes not measured faster yet; the LSTM until a GRU is measured on PendulumNoVel-v1 (BENCHMARKS.md, "Memory")
+    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False, recurrent_cell="lstm")
     hyper_defaults = ({name: value for name, value in AgentPPO.hyper_defaults.items() if name != "if_state_norm"}
                       | dict(seq_len=16))  # steps of a learning sequence; must divide target_step // num_envs
-    memory = None  # (2, N, width) the actor's (h, c) of each explored env copy
-    cri_memory = None  # (2, N, width) the critic's (h, c) after the last rollout it learned from, per env copy
+    memory = None  # (rows, N, width) the actor's memory of each explored env copy (RecurrentCore)
+    cri_memory = None  # (rows, N, width) the critic's memory after the last rollout it learned from, per env copy
     episode_start = None  # (N,) 1 where the next explored step starts an episode
     sequence_inputs = None  # this round's sequences (get_rollout_batch), which a minibatch's indices select
 
@@ -2100,9 +2101,11 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
                              seq_len=20,  # training steps of a replayed sequence (paper: 80)
                              burn_in=10))  # steps before them that only refresh the stored memory (paper: 40)
     # batch_size and max_memo count sequences; if_per and her_k are not its: its replay is always prioritized sequences
+    # a GRU: the LSTM's steps to target on CartPoleNoVel-v1 at 1.29x less per gradient step (BENCHMARKS.md, "Memory")
     train_defaults = ({name: value for name, value in AgentD3QN.train_defaults.items()
-                       if name not in ("if_per", "her_k")} | dict(batch_size=32, max_memo=2 ** 14, repeat_times=1 / 32))
-    memory = None  # (2, N, width) the (h, c) of each explored env copy
+                       if name not in ("if_per", "her_k")} | dict(batch_size=32, max_memo=2 ** 14, repeat_times=1 / 32,
+                                                                 recurrent_cell="gru"))
+    memory = None  # (rows, N, width) the memory of each explored env copy (RecurrentCore)
     episode_steps = None  # (N,) the next explored step's index in its episode, 0 where it starts one
 
     @torch.no_grad()

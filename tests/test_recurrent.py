@@ -2,6 +2,7 @@
 starts; learning replays the rollout's sequences from the stored memories (ratio 1 at a round's first minibatch);
 evaluation runs each episode from a zero memory; what the agent cannot do yet is refused, saying what is accepted."""
 import csv
+import json
 import math
 
 import gymnasium as gym
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, prepare_env, replay, run_episodes, train_and_evaluate
+from AgentRun import Arguments, prepare_env, replay, resume, run_episodes, train_and_evaluate
 from AgentNet import NetShape, RecurrentCore
 from AgentZoo import AgentDiscreteRecurrentPPO, AgentRecurrentPPO, RecurrentRolloutBuffer, RefusedError, sequences
 from envs import CounterEnv, make_counter_vector_env
@@ -169,9 +170,26 @@ def test_a_gru_run_trains_resumes_and_its_saved_actor_acts(agent, tmp_path):
         assert saved["tensors"][-1].shape[1:] == (1, 128)
 
 
+def test_r2d2s_default_cell_is_a_gru_and_a_run_from_before_the_setting_resumes_with_its_lstm(tmp_path):
+    """R2D2 defaults to a GRU, recurrent PPO to an LSTM; a config.json without recurrent_cell (written before it
+    existed, by an LSTM run) resumes with an LSTM, which its checkpoint's weights need."""
+    for agent, cell in (("AgentR2D2", "gru"), ("AgentRecurrentPPO", "lstm"), ("AgentDiscreteRecurrentPPO", "lstm")):
+        args = Arguments(agent=agent, env="CartPoleNoVel-v1" if agent != "AgentRecurrentPPO" else "PendulumNoVel-v1",
+                         cwd=str(tmp_path / agent))
+        args.resolve(prepare_env(args.env)[1])
+        assert args.recurrent_cell == cell
+    cwd = tmp_path / "run"
+    train_and_evaluate(Arguments(agent="AgentR2D2", env="CartPoleNoVel-v1", seed=0, cwd=str(cwd), eval_gap=0,
+                                 eval_times=2, break_step=1024, recurrent_cell="lstm"))
+    config = json.loads((cwd / "config.json").read_text())
+    del config["recurrent_cell"]
+    (cwd / "config.json").write_text(json.dumps(config))
+    assert resume(str(cwd), break_step=2048)["step"] >= 2048
+
+
 @pytest.mark.parametrize("agent, cell, message", [
-    ("AgentDiscreteRecurrentPPO", "rnn", "one of lstm, gru, for a recurrent agent"),
-    ("AgentDiscretePPO", "gru", "recurrent_cell='gru' is not accepted for AgentDiscretePPO"),
+    ("AgentDiscreteRecurrentPPO", "rnn", "recurrent_cell='rnn' is not accepted: one of lstm, gru"),
+    ("AgentDiscretePPO", "gru", "AgentDiscretePPO has no recurrent_cell"),
 ])
 def test_a_recurrent_cell_it_cannot_use_is_refused(agent, cell, message, tmp_path):
     args = Arguments(agent=agent, env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), recurrent_cell=cell)
