@@ -2073,7 +2073,8 @@ class AgentDiscreteRecurrentPPO(DiscreteOnPolicy, AgentRecurrentPPO):
 
 class AgentR2D2(RecurrentActing, AgentD3QN):
     """R2D2 (Kapturowski et al., ICLR 2019, "Recurrent Experience Replay in Distributed RL"), on one explorer: dueling
-    double DQN with an LSTM (AgentNet.QNetRecurrentDuel), learning from replayed sequences. What memory changes:
+    double DQN with a recurrent core (AgentNet.QNetRecurrentDuel; a GRU by default where the paper has an LSTM: the same
+    steps to target here, cheaper steps, BENCHMARKS.md "Memory"), learning from replayed sequences. What memory changes:
     - exploring: epsilon-greedy (AgentDQN.epsilon_greedy) from each env copy's memory, carried across steps and rounds
       and zeroed before the step that starts its next episode; every step is stored with the memory it received and
       its step in the episode, from which SequenceReplayBuffer cuts overlapping sequences, each with the memory at its
@@ -2086,12 +2087,12 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     - evaluating: greedy from the memory that reset_memory zeroes per episode (RecurrentActing).
     Sizes scaled down from the paper's 80 + 40 burn-in to CartPole-length tasks. The serial and multiprocess loops
     (an explorer process sends each step with the memory it received), without state normalisation or masks of legal
-    actions (the LSTM's input is the state, the head sees features); export refused."""
+    actions (the core's input is the state, the head sees features); export refused."""
 
     if_image_states = False  # its sequence replay (SequenceReplayBuffer) keeps flat float32 states
     if_recurrent = True
     cri_class = QNetRecurrentDuel
-    net_keywords = ()  # epsilon-greedy only: the LSTM's Q-network has no noisy layers
+    net_keywords = ()  # epsilon-greedy only: the recurrent Q-network has no noisy layers
     priority_eta = 0.9  # the paper's eta of the sequence priority (section 2.3)
     hyper_defaults = ({name: value for name, value in AgentD3QN.hyper_defaults.items()
                        if name not in ("if_noisy", "if_action_mask", "if_state_norm")}
