@@ -977,10 +977,15 @@ class AgentBase:
 
     def learned_reward(self, reward, info: dict):
         """The reward the agent learns from, of the env's step (reward and info; a vector env's, one per copy): the
-        env's reward (a team's: MultiAgent's), or its sign with if_clip_reward (DQN, Mnih et al. 2015: one learning
-        rate for games whose scores differ in scale). The env's own rewards stay raw: the returns the recorder reports
-        are the game's score."""
+        one it values (valued_reward), or its sign with if_clip_reward (DQN, Mnih et al. 2015: one learning rate for
+        games whose scores differ in scale). The env's own rewards stay raw: the returns the recorder reports are the
+        game's score."""
+        reward = self.valued_reward(reward, info)
         return np.sign(reward) if self.if_clip_reward else reward
+
+    def valued_reward(self, reward, info: dict):
+        """The reward of the env's step that the agent values: the env's (a team's: MultiAgent's)."""
+        return reward
 
     def state_takers(self) -> list[nn.Module]:
         """Every module of every network, targets included, that takes states (has a state_norm), each once."""
@@ -2604,7 +2609,7 @@ class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
 class MultiAgent:
     """What makes an agent class a team's: num_agents. Its states are the team's, every agent's observation
     (state_dim long) side by side, (num_agents * state_dim,); its actions every agent's, (num_agents,) integers or
-    (num_agents * action_dim,) in [-1, 1]. Its reward (learned_reward) is the team's, the sum of the agents' rewards
+    (num_agents * action_dim,) in [-1, 1]. Its reward (valued_reward) is the team's, the sum of the agents' rewards
     (common_reward, EPyMARL's convention), or, for an agent with a value per agent (if_agent_rewards: MADDPG, MAPPO)
     and common_reward=False, each agent's own: on a competitive or mixed env (simple_tag_v3) a sum would train every
     agent, the prey too, to get the prey caught. Put it first among the bases:
@@ -2625,23 +2630,22 @@ class MultiAgent:
                                f"AgentDiscreteMADDPG, AgentDiscreteIDDPG, AgentMAPPO and AgentDiscreteMAPPO learn from each "
                                f"agent's own reward")
 
-    def learned_reward(self, reward, info: dict):
+    def valued_reward(self, reward, info: dict):
         """The team's reward, the sum of its agents' (the env's: AgentRun.MultiAgentEnv); for an agent with a value per
         agent (if_agent_rewards), every agent's, (..., num_agents): its own (info["agent_rewards"]), or with
-        common_reward the sum for each; their signs with if_clip_reward, as the team's."""
+        common_reward the sum for each."""
         if not self.if_agent_rewards:
-            return super().learned_reward(reward, info)
+            return reward
         if self.common_reward:
-            own = np.repeat(np.asarray(reward, np.float32)[..., None], self.num_agents, axis=-1)
-        elif np.ndim(reward) == 0:
-            own = np.asarray(info["agent_rewards"], np.float32)  # (num_agents,)
-        else:
-            own = np.zeros((len(reward), self.num_agents), np.float32)  # a vector env's (N, num_agents)
-            # a copy whose episode ended reset in the same step: its step's info is the final one (final_info)
-            for step_info in (info, info.get("final_info", {})):
-                if "_agent_rewards" in step_info:
-                    own[step_info["_agent_rewards"]] = step_info["agent_rewards"][step_info["_agent_rewards"]]
-        return np.sign(own) if self.if_clip_reward else own
+            return np.repeat(np.asarray(reward, np.float32)[..., None], self.num_agents, axis=-1)
+        if np.ndim(reward) == 0:
+            return np.asarray(info["agent_rewards"], np.float32)  # (num_agents,)
+        own = np.zeros((len(reward), self.num_agents), np.float32)  # a vector env's (N, num_agents)
+        # a copy whose episode ended reset in the same step: its step's info is the final one (final_info)
+        for step_info in (info, info.get("final_info", {})):
+            if "_agent_rewards" in step_info:
+                own[step_info["_agent_rewards"]] = step_info["agent_rewards"][step_info["_agent_rewards"]]
+        return own
 
 
 def team_defaults(defaults: dict, common_reward: bool) -> dict:
