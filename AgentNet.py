@@ -615,7 +615,8 @@ class QNetRecurrentDuel(QNetDuel):
     """R2D2's Q-network (Kapturowski et al., ICLR 2019, section 2.3): an MLP encoder and a recurrent cell (RecurrentCore,
     `core`: the paper's LSTM, or a GRU) in front of QNetDuel's dueling heads, which take the core's features (batch,
     width) -> Q (batch, action_dim): Q of the state and the memory of its episode so far. As in the paper, the heads'
-    streams start with a hidden layer on the cell's output; the Recurrent mixin's single linear head would give the dueling streams none."""
+    streams start with a hidden layer on the cell's output; the Recurrent mixin's single linear head would give the
+    dueling streams none."""
 
     def __init__(self, net_dim: "int | NetShape", state_dim: int, action_dim: int):
         width = net_shape(net_dim).widths[-1]

@@ -109,7 +109,8 @@ def peer_family(agent: str, env: str) -> str:
 def run_once(name: str, env: str, seed: int, loop: str, max_time: float, settings: tuple = ()) -> dict:
     """One run as a fresh process: our agent `name` in the serial or mp loop, the mp loop with N explorers ("mpN",
     num_workers=N), N data-parallel learners under torchrun ("ddpN") or its default loop ("default"), or the peer
-    SB3-<algo> ("sb3"); our runs add `settings` ("key=value") to their defaults. Returns steps, seconds, solved, the loop that ran and the best evaluation mean."""
+    SB3-<algo> ("sb3"); our runs add `settings` ("key=value") to their defaults. Returns steps, seconds, solved, the
+    loop that ran, and the best and last evaluation means."""
     with tempfile.TemporaryDirectory() as cwd:
         if loop == "sb3":
             command = [sys.executable, "benchmarks/peer_sb3.py", f"algo={name.removeprefix(PEER_PREFIX)}", f"env={env}",
@@ -198,7 +199,8 @@ def ratio_cell(rows: list[dict], peer_rows: list[dict] | None) -> str:
 
 def print_table(results: dict):
     """A markdown table, one row per agent of ours: solved seeds, median and slowest seconds to target, median steps,
-    the best and the last evaluation mean (median and worst seed), and the peer of its family beside it with ratio_cell."""
+    the best and the last evaluation mean (median and worst seed), and the peer of its family beside it with
+    ratio_cell."""
     print("| task | agent | loop | solved | median s (slowest) | median steps | best return (worst) | last return (worst) | "
           "SB3 peer | peer median s (slowest) | peer / ours |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -211,7 +213,8 @@ def print_table(results: dict):
         peer_rows = results.get((env, peer, "sb3"))
         peer_cells = (peer, seconds_cell(peer_rows)) if peer_rows is not None else ("-", "-")
         print(f"| {env} | {name} | {rows[0]['loop']} | {len(solved)}/{len(rows)} | {seconds_cell(rows)} | {steps} | "
-              f"{return_cell(rows)} | {return_cell(rows, 'last_return')} | {peer_cells[0]} | {peer_cells[1]} | {ratio_cell(rows, peer_rows)} |")
+              f"{return_cell(rows)} | {return_cell(rows, 'last_return')} | {peer_cells[0]} | {peer_cells[1]} | "
+              f"{ratio_cell(rows, peer_rows)} |")
 
 
 def print_budget_table(results: dict):
@@ -284,7 +287,7 @@ def main(argv: list[str]):
     if settings and any(loop == "sb3" for _, _, loop in plan):
         raise SystemExit("break_step= and settings= change our agents only (the peer runs its zoo entry to the target, "
                          "max_time or its zoo steps): pass peer=False with them")
-    label = lambda name: name + (f"[{';'.join(variant)}]" if variant else "")  # a variant's rows: the agent and its settings
+    label = lambda name: name + (f"[{';'.join(variant)}]" if variant else "")  # a variant's rows: agent and settings
     results = {(env, label(name), loop): [] for env, name, loop in plan}
     for seed in seeds:  # seed by seed through every runner, so that a change in the machine's load hits all alike
         for env, name, loop in plan:
@@ -292,14 +295,15 @@ def main(argv: list[str]):
             try:
                 result = run_once(name, env, seed, loop, max_time, settings)
             except (RuntimeError, subprocess.TimeoutExpired) as error:  # that seed's failure; the others still run
-                print(f"{name} {env} seed {seed} crashed: {error}", file=sys.stderr, flush=True)
+                print(f"{label(name)} {env} seed {seed} crashed: {error}", file=sys.stderr, flush=True)
                 result = {"steps": 0, "seconds": round(time.perf_counter() - start, 1), "solved": False, "loop": "crashed",
                           "best_return": None, "last_return": None}
             results[env, label(name), loop].append(result)
             with open(HISTORY, "a", newline="") as f:
                 csv.writer(f).writerow([date, commit, label(name), env, seed, result["steps"], f"{result['seconds']:.1f}",
                                         result["solved"], result["loop"],
-                                        *("" if result[key] is None else result[key] for key in ("best_return", "last_return"))])
+                                        *("" if result[key] is None else result[key]
+                                          for key in ("best_return", "last_return"))])
             print(f"{label(name)} {env} seed {seed} {loop}: {result}", flush=True)
     print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {date}\n")
     print_budget_table(results) if "break_step" in options else print_table(results)
