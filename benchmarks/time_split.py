@@ -4,10 +4,10 @@ explorer env's step), acting (the rest of exploring: the policy's forward, noise
 (Learner.store), gradient updates (Learner.learn), evaluation (Evaluator.evaluate_and_save: the episodes, the csv row,
 the plot when due), checkpoints (Learner.save), and the rest (overhead: the loop, the banner, building nets and envs).
 
-Beside it, the floor: the env's own steps per second on one core (the same vector env, uniform random actions, for
-`floor_seconds`) times the steps the run made, plus bare torch's gradient steps per second for the same networks and
-batch (each of the agent's actor and critic: a forward of a random batch, a squared loss, backward and a fused Adam
-step) times the gradient steps the run made with each (counted at AgentZoo.optimizer_step). The ratio of the run's
+Beside it, the floor: the env's own steps per second on one core (the explorer's vector env, uniform random actions,
+for `floor_seconds`: env_speed.run) times the steps the run made, plus bare torch's gradient steps per second for the
+same networks and batch (each of the agent's actor and critic: a forward of a random batch, a squared loss, backward
+and a fused Adam step) times the gradient steps the run made with each (counted at AgentZoo.optimizer_step). The ratio of the run's
 time to the floor is how far the loop is from the cost of its env and its networks.
 
     python benchmarks/time_split.py agent=AgentPPO env=LunarLanderContinuous-v3 seed=0 max_time=300
@@ -29,6 +29,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import AgentRun  # noqa: E402
 import AgentZoo  # noqa: E402
+import env_speed  # noqa: E402  (benchmarks/, this script's folder)
 from AgentRun import Arguments, Evaluator, Explorer, Learner, build_env, prepare_env, train_and_evaluate  # noqa: E402
 
 PARTS = ("env step", "acting", "store", "updates", "evaluation", "checkpoints")
@@ -87,16 +88,10 @@ def profiled_run(args: Arguments) -> tuple[dict, Timers, collections.Counter, li
 
 
 def env_floor(env_id: str, num_envs: int, seconds: float) -> float:
-    """The env's steps per second on one core: the explorer's env (num_envs copies) stepped with random actions."""
-    env = build_env(env_id, num_envs if num_envs > 1 else None)[0]
-    env.reset(seed=0)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        steps += num_envs
-        if num_envs == 1 and (terminated or truncated):
-            env.reset()
-    return steps / (time.perf_counter() - start)
+    """The env's steps per second on one core: num_envs copies in the explorer's vector env, random actions
+    (env_speed.run; a plain explorer's env of one copy steps a little faster than a vector env of one)."""
+    env = build_env(env_id, num_envs)[0]
+    return env_speed.run(env, env.single_action_space, num_envs, seconds, if_envpool=False)["steps/s"]
 
 
 def bare_step_seconds(module: torch.nn.Module, agent, batch_size: int, seconds: float) -> float | None:
