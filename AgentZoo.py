@@ -166,7 +166,7 @@ class ColoredNoise:
 def episode_length(env, default: int = 1000) -> int:
     """The time limit of an env's episodes in steps (a vector env's copies'; a PettingZoo env's max_cycles), or default
     where it declares none."""
-    single = env.unwrapped.envs[0] if hasattr(env, "num_envs") else env
+    single = env.unwrapped.envs[0] if hasattr(env.unwrapped, "envs") else env  # (EnvPoolVectorEnv has the spec)
     limit = single.spec.max_episode_steps if single.spec is not None else None
     return limit or getattr(single.unwrapped, "max_cycles", None) or default
 
@@ -1958,8 +1958,8 @@ class RecurrentActing:
 
 
 class AgentRecurrentPPO(RecurrentActing, AgentPPO):
-    """PPO with an LSTM in front of the actor and of the critic (AgentNet.Recurrent), for partially observed envs
-    (CartPoleNoVel-v1). Every PPO rule is AgentPPO's; what memory changes:
+    """PPO with a GRU (or an LSTM) in front of the actor and of the critic (AgentNet.Recurrent), for partially observed
+    envs (CartPoleNoVel-v1). Every PPO rule is AgentPPO's; what memory changes:
     - exploring: each env copy's actor memory goes on across steps and rounds and is zeroed before the step that
       starts its next episode, terminated or truncated alike; the rollout stores the memories it started from and the
       episode starts, so an explorer process sends them with its trajectory (AgentRun's multiprocess loop). A fresh
@@ -1977,8 +1977,9 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
 
     if_recurrent = True
     act_class, cri_class = ActorRecurrentPPO, CriticRecurrentValue
-    # processes not measured faster yet; the LSTM until a GRU is measured on PendulumNoVel-v1 (BENCHMARKS.md, "Memory")
-    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False, recurrent_cell="lstm")
+    # processes not measured faster yet; a GRU: 5/5 seeds of PendulumNoVel-v1 where the LSTM missed one, and less per
+    # step (BENCHMARKS.md, "An LSTM or a GRU")
+    train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False, recurrent_cell="gru")
     hyper_defaults = ({name: value for name, value in AgentPPO.hyper_defaults.items() if name != "if_state_norm"}
                       | dict(seq_len=16))  # steps of a learning sequence; must divide target_step // num_envs
     memory = None  # (rows, N, width) the actor's memory of each explored env copy (RecurrentCore)
@@ -2068,7 +2069,7 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
 
 
 class AgentDiscreteRecurrentPPO(DiscreteOnPolicy, AgentRecurrentPPO):
-    """Recurrent PPO with a categorical policy on the LSTM's features (no masks of legal actions: the head sees
+    """Recurrent PPO with a categorical policy on the recurrent core's features (no masks of legal actions: the head sees
     features, not the states that would carry a mask)."""
 
     act_class = ActorDiscreteRecurrentPPO

@@ -3,6 +3,7 @@ its task, measured under our protocol (shared/BENCH.md) and our evaluator's sche
 deterministic episodes on separate envs, at least eval_gap seconds apart; the run stops at the task's target.
 
     python benchmarks/peer_sb3.py algo=SAC env=Pendulum-v1 seed=0 max_time=600
+    python benchmarks/peer_sb3.py algo=SAC env=HalfCheetah-v5 seed=0 max_time=900 target=inf  # a fixed time budget
 
 It prints the same `Stop: <reason> at step N after S s` line as AgentRun.py. Benchmark-only: it needs
 stable-baselines3 and sb3-contrib (QR-DQN, TRPO, MaskablePPO, RecurrentPPO) (pip install -r benchmarks/requirements.txt); the library never imports them.
@@ -179,7 +180,7 @@ def main(argv: list[str]):
               else "MlpLstmPolicy" if algo == "RecurrentPPO" else "MlpPolicy")
     model = ALGOS[algo](policy, env, seed=seed, device="cpu", verbose=0, **kwargs)
     # ours: the spec's reward_threshold, else AgentRun's table, else none (+inf: MuJoCo's Walker2d-v5)
-    target = TARGETS.get(env_id, prepare_env(env_id)[1].target_return)
+    target = float(options["target"]) if "target" in options else TARGETS.get(env_id, prepare_env(env_id)[1].target_return)
     callback = TimeToTarget(eval_env, target, eval_gap, max_time)
     model.learn(total_timesteps=n_timesteps or 10 ** 9, callback=callback)
     reason = callback.reason or f"reached the zoo's n_timesteps {n_timesteps}"

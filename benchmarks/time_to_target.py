@@ -8,6 +8,7 @@ policy's mean return over 8 evaluation episodes first reaches the task's target,
     python benchmarks/time_to_target.py agent=AgentPPO env=LunarLanderContinuous-v3 loops=ddp1,ddp2  # torchrun ranks
     python benchmarks/time_to_target.py agent=AgentD3QN env=MinAtar/Breakout-v1 break_step=100000 seeds=0,1,2,3,4
     python benchmarks/time_to_target.py agent=AgentR2D2 env=CartPoleNoVel-v1 settings="recurrent_cell=gru" peer=False
+    python benchmarks/time_to_target.py tasks=HalfCheetah-v5 peers=SAC fixed_time=True max_time=900 seeds=0,1,2,3,4
     python benchmarks/time_to_target.py table=8cb90c0 tasks=CartPole-v1,Pendulum-v1  # a table of BENCHMARKS.md
     python benchmarks/time_to_target.py table=7e4dc4a tasks=LunarLander-v3 agents=AgentD3QN,AgentRainbow
     python benchmarks/time_to_target.py table=cb55f33 tasks=MinAtar/Breakout-v1 budget=True  # a fixed budget's table
@@ -28,6 +29,9 @@ and the ratio of the medians. `tasks=` and `agents=` narrow both.
 MinAtar's, where the row's last_return is the result, and the table printed is the budget's (`table=<commit>
 budget=True` prints it again): steps, seconds, best and last returns. The peer has no such stop, so it needs
 `peer=False`.
+`fixed_time=True` runs ours and the peer for max_time each whatever the return (a target of +inf), as the MuJoCo
+tasks are measured, and prints the budget's table. `peers=SAC,PPO` names the SB3 algorithms that run beside (by
+default each agent's family's; either only where the zoo has hyperparameters for the task).
 `settings="key=value;..."` adds settings to our runs' defaults, and its rows name the agent with them
 (`AgentR2D2[recurrent_cell=gru]`), so that a variant's rows stay apart from the default's.
 A run that stops without reaching the target counts as a failure (an infinite time in the median); so does one that
@@ -78,6 +82,9 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
 }
 # Taxi's mask of legal actions (info["action_mask"]; issue 44), for our agents and sb3-contrib's MaskablePPO alike
 SUITE["Taxi-v4"] = ["AgentDiscreteSAC", "AgentDQN", "AgentDiscretePPO"]
+# MuJoCo (issue 45; gymnasium[mujoco], mujoco<3.4): a fixed wall-clock budget each (fixed_time=True); our best
+# off-policy agent (ModSAC: the only off-policy walker of BipedalWalker-v3) and best on-policy one (TRPO: 5/5 there)
+SUITE |= {env_id: ["AgentModSAC", "AgentTRPO"] for env_id in ("HalfCheetah-v5", "Walker2d-v5", "Ant-v5")}
 # the velocity-masked tasks (issue 43): the recurrent agents, and a feed-forward agent of each family that fails them
 SUITE |= {"CartPoleNoVel-v1": ["AgentDiscreteRecurrentPPO", "AgentR2D2", "AgentDiscretePPO", "AgentD3QN"],
           "PendulumNoVel-v1": ["AgentRecurrentPPO", "AgentPPO", "AgentSAC"],
@@ -106,15 +113,17 @@ def peer_family(agent: str, env: str) -> str:
     return MASKED_PEERS.get(family, family) if env in TASK_SETTINGS else family
 
 
-def run_once(name: str, env: str, seed: int, loop: str, max_time: float, settings: tuple = ()) -> dict:
+def run_once(name: str, env: str, seed: int, loop: str, max_time: float, settings: tuple = (),
+             if_fixed_time: bool = False) -> dict:
     """One run as a fresh process: our agent `name` in the serial or mp loop, the mp loop with N explorers ("mpN",
     num_workers=N), N data-parallel learners under torchrun ("ddpN") or its default loop ("default"), or the peer
-    SB3-<algo> ("sb3"); our runs add `settings` ("key=value") to their defaults. Returns steps, seconds, solved, the
-    loop that ran, and the best and last evaluation means."""
+    SB3-<algo> ("sb3"); our runs add `settings` ("key=value") to their defaults. With if_fixed_time every run goes on
+    for max_time whatever its return (a target of +inf). Returns steps, seconds, solved, the loop that ran, and the
+    best and last evaluation means."""
     with tempfile.TemporaryDirectory() as cwd:
         if loop == "sb3":
             command = [sys.executable, "benchmarks/peer_sb3.py", f"algo={name.removeprefix(PEER_PREFIX)}", f"env={env}",
-                       f"seed={seed}", f"max_time={max_time}"]
+                       f"seed={seed}", f"max_time={max_time}"] + (["target=inf"] if if_fixed_time else [])
         elif loop.startswith("ddp"):
             command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={loop[3:]}",
                        "AgentRun.py", f"agent={name}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run", f"max_time={max_time}"]
@@ -122,7 +131,7 @@ def run_once(name: str, env: str, seed: int, loop: str, max_time: float, setting
             command = [sys.executable, "AgentRun.py", f"agent={name}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
                        f"max_time={max_time}"] + ([] if loop == "default" else [f"if_multiprocess={loop != 'serial'}"])
             command += [f"num_workers={int(loop[2:])}"] if loop[2:].isdigit() else []
-            command += TASK_SETTINGS.get(env, []) + list(settings)
+            command += TASK_SETTINGS.get(env, []) + list(settings) + (["target_return=inf"] if if_fixed_time else [])
         out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max_time + 300)
         match = STOP_LINE.search(out.stdout)
         if out.returncode != 0 or match is None:
@@ -160,8 +169,8 @@ def plan_runs(options: dict) -> list[tuple[str, str, str]]:
         plan += [(env, agent, "default") for agent in agents]
         if options.get("peer", "True") == "True":
             # a family without zoo hyperparameters for the task (A2C on Pendulum-v1) has no peer there
-            plan += [(env, PEER_PREFIX + family, "sb3") for family in sorted({peer_family(agent, env) for agent in agents})
-                     if (family, env) in ZOO]
+            families = options["peers"].split(",") if "peers" in options else {peer_family(agent, env) for agent in agents}
+            plan += [(env, PEER_PREFIX + family, "sb3") for family in sorted(families) if (family, env) in ZOO]
     return plan
 
 
@@ -287,13 +296,14 @@ def main(argv: list[str]):
     if settings and any(loop == "sb3" for _, _, loop in plan):
         raise SystemExit("break_step= and settings= change our agents only (the peer runs its zoo entry to the target, "
                          "max_time or its zoo steps): pass peer=False with them")
+    if_fixed_time = options.get("fixed_time") == "True"
     label = lambda name: name + (f"[{';'.join(variant)}]" if variant else "")  # a variant's rows: agent and settings
     results = {(env, label(name), loop): [] for env, name, loop in plan}
     for seed in seeds:  # seed by seed through every runner, so that a change in the machine's load hits all alike
         for env, name, loop in plan:
             start = time.perf_counter()
             try:
-                result = run_once(name, env, seed, loop, max_time, settings)
+                result = run_once(name, env, seed, loop, max_time, settings, if_fixed_time)
             except (RuntimeError, subprocess.TimeoutExpired) as error:  # that seed's failure; the others still run
                 print(f"{label(name)} {env} seed {seed} crashed: {error}", file=sys.stderr, flush=True)
                 result = {"steps": 0, "seconds": round(time.perf_counter() - start, 1), "solved": False, "loop": "crashed",
@@ -306,7 +316,7 @@ def main(argv: list[str]):
                                           for key in ("best_return", "last_return"))])
             print(f"{label(name)} {env} seed {seed} {loop}: {result}", flush=True)
     print(f"\nTime to target, seeds {','.join(map(str, seeds))}, commit {commit}, {date}\n")
-    print_budget_table(results) if "break_step" in options else print_table(results)
+    print_budget_table(results) if "break_step" in options or if_fixed_time else print_table(results)
 
 
 if __name__ == "__main__":

@@ -170,10 +170,10 @@ def test_a_gru_run_trains_resumes_and_its_saved_actor_acts(agent, tmp_path):
         assert saved["tensors"][-1].shape[1:] == (1, 128)
 
 
-def test_r2d2s_default_cell_is_a_gru_and_a_run_from_before_the_setting_resumes_with_its_lstm(tmp_path):
-    """R2D2 defaults to a GRU, recurrent PPO to an LSTM; a config.json without recurrent_cell (written before it
-    existed, by an LSTM run) resumes with an LSTM, which its checkpoint's weights need."""
-    for agent, cell in (("AgentR2D2", "gru"), ("AgentRecurrentPPO", "lstm"), ("AgentDiscreteRecurrentPPO", "lstm")):
+def test_the_default_cell_is_a_gru_and_a_run_from_before_the_setting_resumes_with_its_lstm(tmp_path):
+    """R2D2 and recurrent PPO default to a GRU; a config.json without recurrent_cell (written before it existed, by an
+    LSTM run) resumes with an LSTM, which its checkpoint's weights need."""
+    for agent, cell in (("AgentR2D2", "gru"), ("AgentRecurrentPPO", "gru"), ("AgentDiscreteRecurrentPPO", "gru")):
         args = Arguments(agent=agent, env="CartPoleNoVel-v1" if agent != "AgentRecurrentPPO" else "PendulumNoVel-v1",
                          cwd=str(tmp_path / agent))
         args.resolve(prepare_env(args.env)[1])
