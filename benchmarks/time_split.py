@@ -141,14 +141,15 @@ def main(argv: list[str]):
         module = agent.act if name == "actor" else agent.cri
         if optimizer is None or not steps_per_optimizer[optimizer]:
             continue
-        per_step = bare_step_seconds(module, agent, args.batch_size, floor_seconds)
+        batch = args.batch_size or args.target_step  # A2C, ACER and the like step once on the whole rollout
+        per_step = bare_step_seconds(module, agent, batch, floor_seconds)
         if per_step is None:
             lines.append(f"{name}: {steps_per_optimizer[optimizer]} gradient steps; no bare floor (its forward takes "
                          f"other inputs or gives no gradient)")
             continue
         floor[name] = steps_per_optimizer[optimizer] * per_step
         lines.append(f"{name}: {steps_per_optimizer[optimizer]} gradient steps x {per_step * 1e3:.3f} ms (bare, batch "
-                     f"{args.batch_size}) = {floor[name]:.1f} s")
+                     f"{batch}) = {floor[name]:.1f} s")
     total_floor = sum(floor.values())
     print("\nThe floor: " + "; ".join(lines))
     print(f"floor {total_floor:.1f} s; the run {seconds['total']:.1f} s, {seconds['total'] / total_floor:.1f}x its floor")
