@@ -1228,11 +1228,16 @@ def agent_actions(env: gym.Env, env_name: str, num_agents: int) -> tuple[gym.Env
         if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
             raise RefusedError(f"{env_name}: action space {action_space} has infinite bounds; they must be finite "
                                f"so that the agents' [-1, 1] actions can be rescaled to them")
-        if not (np.all(action_space.low == -1) and np.all(action_space.high == 1)):
+        if not is_unit_box(action_space):
             env = gym.wrappers.RescaleAction(env, np.float32(-1), np.float32(1))  # float32: a float64 Box warns
         return env, False, action_space.shape[0] // num_agents
     raise RefusedError(f"{env_name}: action space {action_space} is not supported; "
                        f"the agents take Discrete or flat Box action spaces")
+
+
+def is_unit_box(space: gym.spaces.Box) -> bool:
+    """Whether a Box's bounds are the agents' [-1, 1] already, so that their actions need no rescaling."""
+    return bool(np.all(space.low == -1) and np.all(space.high == 1))
 
 
 def has_time_limit(env: gym.Env) -> bool:
@@ -1265,10 +1270,13 @@ def build_explore_env(args: "Arguments") -> gym.Env:
     episodes' ends.
     It keeps the returns of as many episodes as a round of target_step steps can end, so that an explorer reports
     every episode of its round (new_returns). env_backend="envpool" makes EnvPool's copies instead (EnvPoolVectorEnv),
-    a vector env even of one copy."""
+    a vector env even of one copy, its Box actions rescaled from the agents' [-1, 1] as agent_actions rescales a
+    gymnasium env's."""
     if args.env_backend == "envpool":
-        return gym.wrappers.vector.RecordEpisodeStatistics(EnvPoolVectorEnv(args.env, args.num_envs),
-                                                           buffer_length=max(100, args.target_step))
+        env = EnvPoolVectorEnv(args.env, args.num_envs)
+        if isinstance(env.single_action_space, gym.spaces.Box) and not is_unit_box(env.single_action_space):
+            env = gym.wrappers.vector.RescaleAction(env, np.float32(-1), np.float32(1))  # as agent_actions does
+        return gym.wrappers.vector.RecordEpisodeStatistics(env, buffer_length=max(100, args.target_step))
     if_plain = args.agent.if_off_policy and not args.agent.if_recurrent and args.num_envs == 1
     return build_env(args.env, None if if_plain else args.num_envs,
                      if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step),
@@ -1281,8 +1289,7 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
     1.25x on HalfCheetah-v5 (BENCHMARKS.md "Environment speed"). EnvPool resets an ended copy on the step after, whose
     action it ignores; the agents take gymnasium's SAME_STEP autoreset (AgentZoo.check_same_step), so this resets such
     copies in the step that ended them (EnvPool's reset of those copies alone), with their final observations in
-    info["final_obs"]: every step is a transition. Box actions in [-1, 1] are rescaled to the task's bounds, as
-    agent_actions does for gymnasium's copies. EnvPool seeds copy i with seed + i when it makes the copies, so
+    info["final_obs"]: every step is a transition. EnvPool seeds copy i with seed + i when it makes the copies, so
     reset(seed=...) makes them anew."""
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
@@ -1290,12 +1297,7 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
     def __init__(self, env_id: str, num_envs: int):
         self.env_id, self.num_envs, self.spec = env_id, num_envs, gym.spec(env_id)
         self.pool = self.make_pool(seed=0)
-        self.single_observation_space, action_space = self.pool.observation_space, self.pool.action_space
-        self.low = self.high = None
-        if isinstance(action_space, gym.spaces.Box):
-            self.low, self.high = action_space.low, action_space.high
-            action_space = gym.spaces.Box(-1, 1, action_space.shape, np.float32)
-        self.single_action_space = action_space
+        self.single_observation_space, self.single_action_space = self.pool.observation_space, self.pool.action_space
         self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
 
@@ -1315,8 +1317,6 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         return self.pool.reset()[0], {}
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        if self.low is not None:
-            actions = np.clip(self.low + (np.asarray(actions) + 1) * 0.5 * (self.high - self.low), self.low, self.high)
         obs, reward, terminated, truncated, _ = self.pool.step(actions)
         ended = terminated | truncated
         info = {}

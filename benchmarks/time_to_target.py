@@ -31,7 +31,8 @@ budget=True` prints it again): steps, seconds, best and last returns. The peer h
 `peer=False`.
 `fixed_time=True` runs ours and the peer for max_time each whatever the return (a target of +inf), as the MuJoCo
 tasks are measured, and prints the budget's table. `peers=SAC,PPO` names the SB3 algorithms that run beside (by
-default each agent's family's; either only where the zoo has hyperparameters for the task).
+default each agent's family's; either only where the zoo has hyperparameters for the task); with `agents=none` the
+peers run alone (a seed of theirs that an invocation left out).
 `settings="key=value;..."` adds settings to our runs' defaults, and its rows name the agent with them
 (`AgentR2D2[recurrent_cell=gru]`), so that a variant's rows stay apart from the default's.
 A run that stops without reaching the target counts as a failure (an infinite time in the median); so does one that

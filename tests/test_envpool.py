@@ -46,7 +46,8 @@ def test_cartpole_copies_step_as_gymnasium_and_reset_in_the_step_that_ends_them(
 def test_pendulum_actions_are_rescaled_and_time_limits_truncate():
     """The agents' actions in [-1, 1] reach Pendulum as torques in [-2, 2]: gymnasium's Pendulum given the doubled torque
     from the same state makes the same step. Every 200 steps the copies are truncated, not terminated."""
-    env = EnvPoolVectorEnv("Pendulum-v1", 3)
+    env = AgentRun.build_explore_env(Arguments(agent="AgentPPO", env="Pendulum-v1", env_backend="envpool", num_envs=3,
+                                               target_step=1000))
     assert env.single_action_space == gym.spaces.Box(-1, 1, (1,), np.float32)
     twin = gymnasium_twin("Pendulum-v1")
     state = env.reset(seed=0)[0]
