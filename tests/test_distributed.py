@@ -124,8 +124,9 @@ def test_a_killed_rank_ends_the_job_with_an_error(tmp_path):
         time.sleep(2)
         os.kill(pid, signal.SIGKILL)
         start = time.time()
-        _, stderr = proc.communicate(timeout=60)
-        assert time.time() - start < 30
+        stdout, stderr = proc.communicate(timeout=60)
+        # torchrun gives a rank that ignores its SIGTERM 30 s before SIGKILL: both tails say which rank, and where
+        assert time.time() - start < 30, stdout[-2000:] + stderr[-4000:]
     finally:
         proc.kill()
     assert proc.returncode != 0 and "Signal 9" in stderr, stderr[-2000:]
