@@ -21,6 +21,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.noise import NormalActionNoise
+from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
 from sb3_contrib import QRDQN, TRPO, MaskablePPO, RecurrentPPO
 from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_masked_policy
 from sb3_contrib.common.wrappers import ActionMasker
@@ -44,7 +45,9 @@ def linear(start: float):
 
 # hyperparams/<algo>.yml of rl-baselines3-zoo (qrdqn.yml, trpo.yml for sb3-contrib's QRDQN, TRPO); its LunarLander entries name v2, whose dynamics
 # v3 keeps.
-# Each entry: (n_timesteps, n_envs, keyword arguments); "noise_std" becomes a NormalActionNoise.
+# Each entry: (n_timesteps, n_envs, keyword arguments); "noise_std" becomes a NormalActionNoise; "normalize" (the zoo's
+# normalize: true) wraps the envs in VecNormalize with the entry's gamma, the evaluator's with the same observation
+# statistics and raw rewards, as the zoo's EvalCallback does.
 DDPG_TD3_ZOO = (None, 1, dict(gamma=0.98, buffer_size=200_000, learning_starts=10_000, noise_std=0.1, gradient_steps=-1,
                               train_freq=(1, "episode"), learning_rate=1e-3, policy_kwargs=dict(net_arch=[400, 300])))
 PPO_LUNAR_ZOO = (1_000_000, 16, dict(n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_epochs=4, ent_coef=0.01))
@@ -97,6 +100,13 @@ ZOO = {
                                                    gamma=0.98, tau=0.02, train_freq=64, gradient_steps=64,
                                                    learning_starts=10_000, use_sde=True,
                                                    policy_kwargs=dict(log_std_init=-3, net_arch=[400, 300]))),
+    # the walker's on-policy entries: ppo.yml's, and trpo.yml's (its &pybullet-defaults for 1M steps)
+    ("PPO", "BipedalWalker-v3"): (5_000_000, 32, dict(normalize=True, n_steps=2048, batch_size=64, gae_lambda=0.95,
+                                                      gamma=0.999, n_epochs=10, ent_coef=0.0, learning_rate=3e-4,
+                                                      clip_range=0.18)),
+    ("TRPO", "BipedalWalker-v3"): (1_000_000, 2, dict(normalize=True, batch_size=128, n_steps=1024, gamma=0.99,
+                                                      gae_lambda=0.95, sub_sampling_factor=1, cg_max_steps=25,
+                                                      cg_damping=0.1, n_critic_updates=20, learning_rate=1e-3)),
     ("TD3", "Pendulum-v1"): (20_000, *DDPG_TD3_ZOO[1:]),
     ("TD3", "LunarLanderContinuous-v3"): (300_000, *DDPG_TD3_ZOO[1:]),
     ("DDPG", "Pendulum-v1"): (20_000, *DDPG_TD3_ZOO[1:]),
@@ -106,8 +116,6 @@ ZOO = {
                                                replay_buffer_kwargs=dict(n_sampled_goal=4, goal_selection_strategy="future"))),
     # hyperparams/ppo_lstm.yml (sb3-contrib's RecurrentPPO, MlpLstmPolicy) on the velocity-masked tasks, which importing
     # AgentRun registers as the zoo defines them; its LunarLander entries name v2 and hold PPO's LunarLander values.
-    # MountainCarContinuousNoVel-v0's entry
-    # normalizes observations and rewards (VecNormalize), which this script does not run: no peer there.
     ("RecurrentPPO", "CartPoleNoVel-v1"): (100_000, 8, dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
                                                            n_epochs=20, ent_coef=0.0, learning_rate=linear(1e-3),
                                                            clip_range=linear(0.2))),
@@ -146,6 +154,7 @@ class TimeToTarget(BaseCallback):
         if time.time() - self.last_eval_time < Evaluator.wait_seconds(self.eval_gap, self.eval_seconds):
             return True
         start = time.time()
+        sync_envs_normalization(self.training_env, self.eval_env)  # the training envs' observation statistics, if any
         evaluate = evaluate_masked_policy if isinstance(self.model, MaskablePPO) else evaluate_policy  # masks on
         avg_return = evaluate(self.model, self.eval_env, n_eval_episodes=self.eval_env.num_envs, deterministic=True)[0]
         self.last_eval_time = time.time()
@@ -176,6 +185,9 @@ def main(argv: list[str]):
         action_dim = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
     eval_env = make_vec_env(env_id, n_envs=Arguments.eval_times, seed=seed + 1000, **masker)  # one episode per env
+    if kwargs.pop("normalize", False):
+        env = VecNormalize(env, gamma=kwargs.get("gamma", 0.99))
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
     policy = ("MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict)
               else "MlpLstmPolicy" if algo == "RecurrentPPO" else "MlpPolicy")
     model = ALGOS[algo](policy, env, seed=seed, device="cpu", verbose=0, **kwargs)
