@@ -22,10 +22,10 @@ last evaluation mean) is
 appended to History/benchmarks.csv, and a markdown table of medians, spreads, failures and ratios of medians is
 printed for BENCHMARKS.md;
 `table=<commit>` prints the same table from the rows of History/benchmarks.csv measured at that commit, and
-`headline=<commit>` from the same rows README.md's table: per task, our fastest agent and SB3's fastest (by median
-seconds to target over the seeds, a failed seed infinitely slow), each one's solved seeds, median and slowest seconds,
-and the ratio of the medians. `tasks=` and `agents=` narrow both; a comma list of commits takes the rows of each
-(a peer added later beside rows of ours, where the library's files are those ours ran).
+`headline=<commit>` from the same rows README.md's table: per task, our fastest agent and SB3's fastest
+(headline_rank), each one's solved seeds, median and slowest seconds, and the ratio of the medians. `tasks=` and
+`agents=` narrow both; a comma list of commits takes the rows of each (a peer added later beside rows of ours, where
+the library's files are those ours ran).
 `break_step=N` stops our runs after N env steps: a fixed budget of steps, for a task without a target such as
 MinAtar's, where the row's last_return is the result, and the table printed is the budget's (`table=<commit>
 budget=True` prints it again): steps, seconds, best and last returns. The peer has no such stop, so it needs
@@ -242,7 +242,8 @@ def print_budget_table(results: dict):
 
 def headline_rank(runner: tuple[str, list[dict]]) -> tuple[float, float, float]:
     """The fastest runner is the one that failed the smallest share of its seeds (a user does not pick a seed), then
-    the least median seconds to target; where all fail, the one that came nearest the target (median best return)."""
+    the least median seconds to target (a failed seed infinitely slow), then the highest median best return, which
+    decides where all fail: the one that came nearest the target."""
     rows = runner[1]
     best = [row["best_return"] for row in rows if row["best_return"] is not None]
     return (sum(not row["solved"] for row in rows) / len(rows), median_seconds(rows),
@@ -266,12 +267,12 @@ def print_headline(results: dict):
 
 
 def history_results(commit: str, tasks: list[str], agents: list[str] | None = None) -> dict:
-    """The rows of History/benchmarks.csv measured at commit (or any of a comma list) on tasks (of our `agents` and every peer, where given),
-    grouped as main() groups a run's, in the order of tasks and of SUITE's agents."""
-    results = {}
+    """The rows of History/benchmarks.csv measured at commit (or any of a comma list) on tasks (of our `agents` and
+    every peer, where given), grouped as main() groups a run's, in the order of tasks and of SUITE's agents."""
+    results, commits = {}, commit.split(",")
     with open(HISTORY, newline="") as f:
         for row in csv.DictReader(f):
-            if row["commit"] in commit.split(",") and row["env"] in tasks and (
+            if row["commit"] in commits and row["env"] in tasks and (
                     agents is None or row["agent"] in agents or row["agent"].startswith(PEER_PREFIX)):
                 # several explorers are a loop apart; any other run of ours ran in its default loop or the one named
                 loop = ("sb3" if row["agent"].startswith(PEER_PREFIX) else row["loop"]
