@@ -579,6 +579,9 @@ class RecurrentCore(nn.Module):
         -> features (T, N, width) and memories (T + 1, rows, N, width): memories[t] the one step t received (before its
         zeroing), memories[T] the one after the last step. Acting is T = 1."""
         x = self.encoder(state)  # (T, N, width)
+        if self.rows == 1 and state.shape[0] > 1:
+            features = self.gru_spans(x, memory[0], episode_start)  # (T, N, width): a GRU's memory is its output
+            return features, torch.cat((memory[None], features[:, None]))
         memories, features = [memory], []
         for t in range(state.shape[0]):
             kept = memory * (1 - episode_start[t].float()).view(1, -1, 1)  # a new episode starts from zeros
@@ -586,6 +589,28 @@ class RecurrentCore(nn.Module):
             memories.append(memory)
             features.append(memory[0])
         return torch.stack(features), torch.stack(memories)
+
+    def gru_spans(self, x: torch.Tensor, h: torch.Tensor, episode_start: torch.Tensor) -> torch.Tensor:
+        """The GRU's h after every step of inputs x (T, N, width) from h (N, width): what forward's loop gives, in one
+        call of torch.gru (nn.GRU's op; GRUCell's parameters, same gates) over the spans between episode starts, each
+        a row of its own, padded at its end (sb3-contrib's RecurrentPPO pads its sequences so): per-op cost, not
+        arithmetic, is what a step of a small cell costs on a CPU, and a minibatch's sequences cost one call instead of
+        seq_len cell steps (History/UPDATE_LOG.md, 2026-11-27)."""
+        num_steps, num_envs = episode_start.shape
+        new = episode_start.T.bool().clone()  # (N, T): each copy's steps in order
+        new[:, 0] = True  # a copy's first step begins a span: from h, or from zeros where it starts an episode
+        span = new.flatten().cumsum(0) - 1  # (N * T,) the row of each step
+        steps = torch.arange(num_steps, device=x.device).expand(num_envs, num_steps)
+        pos = (steps - torch.cummax(steps * new, dim=1).values).flatten()  # (N * T,) the step's place in its span
+        num_spans, length = int(span[-1]) + 1, int(pos.max()) + 1
+        padded = x.new_zeros((length, num_spans, self.width)).index_put((pos, span), x.transpose(0, 1).flatten(0, 1))
+        first = span.view(num_envs, num_steps)[:, 0]  # (N,) each copy's first span
+        kept = h * (1 - episode_start[0].float())[:, None]  # a copy whose first step starts an episode: zeros
+        h0 = x.new_zeros((1, num_spans, self.width)).index_put((torch.zeros_like(first), first), kept)
+        cell = self.cell
+        out = torch.gru(padded, h0, (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh), True, 1, 0.0,
+                        self.training, False, False)[0]  # (length, spans, width)
+        return out[pos, span].view(num_envs, num_steps, self.width).transpose(0, 1)
 
 
 class Recurrent:

@@ -155,6 +155,32 @@ def test_a_gru_core_steps_its_cell_on_the_encoded_state_and_its_memory_is_h():
         torch.testing.assert_close(memories[t + 1], h[None])
 
 
+def test_a_gru_core_runs_a_sequence_in_spans_that_equal_its_cell_step_by_step():
+    """A GRU core runs a sequence (T > 1) in one call over the spans between episode starts: its features, memories
+    and gradients are those of GRUCell stepped one step at a time, for copies that start episodes at their first step,
+    at consecutive steps (spans of one step), at different steps, or never."""
+    torch.manual_seed(0)
+    core = RecurrentCore(NetShape((8, 8), "relu", "gru"), 3)
+    state, memory = torch.randn(7, 4, 3), torch.randn(1, 4, 8)
+    episode_start = torch.zeros(7, 4)
+    episode_start[0, 0] = episode_start[3, 0] = 1  # copy 0: starts at its first step and again at step 3
+    episode_start[[2, 3, 6], 1] = 1  # copy 1: spans of one step (2 and 3), and a start at the last step
+    episode_start[5, 2] = 1  # copy 2: one start; copy 3: none
+    features, memories = core(state, memory, episode_start)
+    stepped, h = [], memory[0]
+    for t in range(7):
+        h = core.cell(core.encoder(state[t]), h * (1 - episode_start[t])[:, None])
+        stepped.append(h)
+    stepped = torch.stack(stepped)  # (7, 4, 8)
+    torch.testing.assert_close(features, stepped)
+    torch.testing.assert_close(memories, torch.cat((memory[None], stepped[:, None])))
+    weights = torch.randn(7, 4, 8)  # a loss that weighs every step of every copy differently
+    grads = torch.autograd.grad((features * weights).sum(), list(core.parameters()))
+    expected = torch.autograd.grad((stepped * weights).sum(), list(core.parameters()))
+    for grad, by_step in zip(grads, expected):
+        torch.testing.assert_close(grad, by_step)
+
+
 @pytest.mark.parametrize("agent", ["AgentDiscreteRecurrentPPO", "AgentR2D2"])
 def test_a_gru_run_trains_resumes_and_its_saved_actor_acts(agent, tmp_path):
     """recurrent_cell=gru end to end: the run trains, its config.json rebuilds the GRU actor that actor.pt holds
