@@ -561,7 +561,8 @@ class RecurrentCore(nn.Module):
     N env copies -> features (T, N, width), the memory carried from step to step and zeroed before every step that
     starts an episode, so a sequence never reads another episode's memory (the masking of SB3's RecurrentPPO; R2D2,
     arXiv:1810.06059, stores the state at each sequence's start, as the rollout does here). A memory is one tensor
-    (rows, N, width): an LSTM's h and c stacked (rows 2), a GRU's h (rows 1); the features are h."""
+    (rows, N, width): an LSTM's h and c stacked (rows 2), a GRU's h (rows 1); the features are h. A GRU runs a
+    sequence in one call (gru_spans); an LSTM, and any single step, step the cell."""
 
     def __init__(self, net_dim: "int | NetShape", state_dim: int):
         super().__init__()
@@ -608,6 +609,7 @@ class RecurrentCore(nn.Module):
         kept = h * (1 - episode_start[0].float())[:, None]  # a copy whose first step starts an episode: zeros
         h0 = x.new_zeros((1, num_spans, self.width)).index_put((torch.zeros_like(first), first), kept)
         cell = self.cell
+        # after the weights, torch.gru's has_biases, num_layers, dropout, train, bidirectional, batch_first
         out = torch.gru(padded, h0, (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh), True, 1, 0.0,
                         self.training, False, False)[0]  # (length, spans, width)
         return out[pos, span].view(num_envs, num_steps, self.width).transpose(0, 1)
