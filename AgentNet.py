@@ -603,7 +603,8 @@ class RecurrentCore(nn.Module):
         span = new.flatten().cumsum(0) - 1  # (N * T,) the row of each step
         steps = torch.arange(num_steps, device=x.device).expand(num_envs, num_steps)
         pos = (steps - torch.cummax(steps * new, dim=1).values).flatten()  # (N * T,) the step's place in its span
-        num_spans, length = int(span[-1]) + 1, int(pos.max()) + 1
+        last_span, last_pos = torch.stack((span[-1], pos.max())).tolist()  # the sizes: one read from the device
+        num_spans, length = last_span + 1, last_pos + 1
         padded = x.new_zeros((length, num_spans, self.width)).index_put((pos, span), x.transpose(0, 1).flatten(0, 1))
         first = span.view(num_envs, num_steps)[:, 0]  # (N,) each copy's first span
         kept = h * (1 - episode_start[0].float())[:, None]  # a copy whose first step starts an episode: zeros
