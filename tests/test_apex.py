@@ -83,7 +83,8 @@ def test_explorer_priorities_by_hand_and_stored_in_place_of_the_largest():
 
 def test_two_explorer_processes_and_their_epsilons(tmp_path, monkeypatch):
     """A multiprocess run of two explorers of two copies each (forked, so that they record what they were told):
-    explorer w's copies are the actors 2 w and 2 w + 1 of N = 4; the run learns past break_step."""
+    explorer w's copies are the actors 2 w and 2 w + 1 of N = 4; the run learns past break_step (target_return is out of
+    reach: a lucky run that solves CartPole early would stop before it)."""
     original = AgentRun.Explorer.in_process.__func__
 
     def recording(cls, args, env_info, step, worker, env_copies):
@@ -93,7 +94,7 @@ def test_two_explorer_processes_and_their_epsilons(tmp_path, monkeypatch):
 
     monkeypatch.setattr(AgentRun.Explorer, "in_process", classmethod(recording))
     result = train_and_evaluate(Arguments(agent="AgentApeX", env="CartPole-v1", cwd=str(tmp_path / "run"), num_envs=2,
-                                          break_step=2048, start_method="fork"))
+                                          break_step=2048, target_return=float("inf"), start_method="fork"))
     assert result["step"] >= 2048 and (tmp_path / "run" / "recorder.csv").is_file()
     epsilons = torch.cat([torch.load(tmp_path / f"epsilons_{worker}.pt") for worker in (0, 1)])
     assert torch.allclose(epsilons, torch.tensor(EPSILONS[4]), rtol=1e-4)
@@ -101,7 +102,7 @@ def test_two_explorer_processes_and_their_epsilons(tmp_path, monkeypatch):
 
 def test_serial_run_learns_with_the_explorers_priorities(tmp_path):
     args = Arguments(agent="AgentApeX", env="CartPole-v1", cwd=str(tmp_path / "run"), if_multiprocess=False,
-                     break_step=2048)
+                     break_step=2048, target_return=float("inf"))
     result = train_and_evaluate(args)
     assert result["step"] >= 2048 and (tmp_path / "run" / "recorder.csv").is_file()
     assert (args.num_workers, args.num_envs) == (1, 8)  # a serial run: one explorer of 8 copies, whatever the default
