@@ -95,7 +95,8 @@ def test_two_explorer_processes_and_their_epsilons(tmp_path, monkeypatch):
     monkeypatch.setattr(AgentRun.Explorer, "in_process", classmethod(recording))
     result = train_and_evaluate(Arguments(agent="AgentApeX", env="CartPole-v1", cwd=str(tmp_path / "run"), num_envs=2,
                                           break_step=2048, target_return=float("inf"), start_method="fork"))
-    assert result["step"] >= 2048 and (tmp_path / "run" / "recorder.csv").is_file()
+    assert result["stop_reason"] == "reached break_step 2048" and result["step"] >= 2048
+    assert (tmp_path / "run" / "recorder.csv").is_file()
     epsilons = torch.cat([torch.load(tmp_path / f"epsilons_{worker}.pt") for worker in (0, 1)])
     assert torch.allclose(epsilons, torch.tensor(EPSILONS[4]), rtol=1e-4)
 
@@ -104,7 +105,8 @@ def test_serial_run_learns_with_the_explorers_priorities(tmp_path):
     args = Arguments(agent="AgentApeX", env="CartPole-v1", cwd=str(tmp_path / "run"), if_multiprocess=False,
                      break_step=2048, target_return=float("inf"))
     result = train_and_evaluate(args)
-    assert result["step"] >= 2048 and (tmp_path / "run" / "recorder.csv").is_file()
+    assert result["stop_reason"] == "reached break_step 2048" and result["step"] >= 2048
+    assert (tmp_path / "run" / "recorder.csv").is_file()
     assert (args.num_workers, args.num_envs) == (1, 8)  # a serial run: one explorer of 8 copies, whatever the default
 
 
