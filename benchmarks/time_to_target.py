@@ -90,6 +90,7 @@ SUITE |= {env_id: ["AgentModSAC", "AgentTRPO"] for env_id in ("HalfCheetah-v5", 
 # the velocity-masked tasks (issue 43): the recurrent agents, and a feed-forward agent of each family that fails them
 SUITE |= {"CartPoleNoVel-v1": ["AgentDiscreteRecurrentPPO", "AgentR2D2", "AgentDiscretePPO", "AgentD3QN"],
           "PendulumNoVel-v1": ["AgentRecurrentPPO", "AgentPPO", "AgentSAC"],
+          "LunarLanderNoVel-v3": ["AgentDiscreteRecurrentPPO", "AgentR2D2", "AgentDiscretePPO", "AgentD3QN"],
           "LunarLanderContinuousNoVel-v3": ["AgentRecurrentPPO", "AgentPPO", "AgentSAC"]}
 TASK_SETTINGS = {"Taxi-v4": ["if_action_mask=True"]}  # the settings our runs of a task add to their defaults
 MASKED_PEERS = {"PPO": "MaskablePPO"}  # a family's peer on a task with masks
