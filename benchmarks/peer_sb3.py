@@ -18,10 +18,11 @@ import numpy as np
 import torch
 from stable_baselines3 import A2C, DDPG, DQN, PPO, SAC, TD3, HerReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.env_util import make_atari_env, make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.noise import NormalActionNoise
-from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
+from stable_baselines3.common.vec_env import (VecFrameStack, VecNormalize, VecTransposeImage,
+                                              sync_envs_normalization)
 from sb3_contrib import QRDQN, TRPO, MaskablePPO, RecurrentPPO
 from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_masked_policy
 from sb3_contrib.common.wrappers import ActionMasker
@@ -129,6 +130,27 @@ ZOO = {
 }
 # hyperparams/sac.yml's MuJoCo entries (&mujoco-defaults, named v3 there): SB3 SAC's defaults, 10,000 random steps first
 ZOO |= {("SAC", env_id): (1_000_000, 1, dict(learning_starts=10_000)) for env_id in ("HalfCheetah-v5", "Walker2d-v5", "Ant-v5")}
+# the `atari:` entries of ppo.yml and dqn.yml (CnnPolicy, AtariWrapper, 4 frames stacked; make_atari_env below)
+ATARI_ZOO = {"PPO": (10_000_000, 8, dict(n_steps=128, n_epochs=4, batch_size=256, learning_rate=linear(2.5e-4),
+                                         clip_range=linear(0.1), vf_coef=0.5, ent_coef=0.01)),
+             "DQN": (10_000_000, 1, dict(buffer_size=100_000, learning_rate=1e-4, batch_size=32, learning_starts=100_000,
+                                         target_update_interval=1000, train_freq=4, gradient_steps=1,
+                                         exploration_fraction=0.1, exploration_final_eps=0.01,
+                                         optimize_memory_usage=False))}
+ZOO |= {(algo, "ALE/Pong-v5"): entry for algo, entry in ATARI_ZOO.items()}
+TARGETS["ALE/Pong-v5"] = 18.0  # issue 42's target: an evaluation mean of 18 points out of 21
+
+
+def atari_envs(env_id: str, n_envs: int, seed: int, if_eval: bool):
+    """ALE/<Game>-v5 as the zoo trains on it: SB3's AtariWrapper (up to 30 no-ops, each action 4 frames, 84x84 grey; for
+    learning, a lost life ends the episode and rewards are clipped to their sign), 4 frames stacked. The env is made
+    with frameskip=1 (the wrapper skips) and keeps v5's sticky actions, as AgentRun.make_atari_env; the evaluator's
+    plays full games and scores them raw, as ours does, channels first as the model wraps the training envs."""
+    import ale_py
+    gym.register_envs(ale_py)
+    wrapper_kwargs = dict(terminal_on_life_loss=False, clip_reward=False) if if_eval else None
+    env = make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs=dict(frameskip=1), wrapper_kwargs=wrapper_kwargs)
+    return VecTransposeImage(VecFrameStack(env, n_stack=4)) if if_eval else VecFrameStack(env, n_stack=4)
 
 
 def taxi_mask(env: gym.Env) -> np.ndarray:
@@ -151,7 +173,8 @@ class TimeToTarget(BaseCallback):
         self.start_time = time.time()
 
     def _on_step(self) -> bool:
-        if time.time() - self.last_eval_time < Evaluator.wait_seconds(self.eval_gap, self.eval_seconds):
+        if (time.time() - self.last_eval_time < Evaluator.wait_seconds(self.eval_gap, self.eval_seconds)
+                and time.time() - self.start_time < self.max_time):  # at max_time: a last evaluation, then the stop
             return True
         start = time.time()
         sync_envs_normalization(self.training_env, self.eval_env)  # the training envs' observation statistics, if any
@@ -177,20 +200,23 @@ def main(argv: list[str]):
     n_timesteps, n_envs, kwargs = ZOO[algo, env_id]
     kwargs = dict(kwargs)
     torch.set_num_threads(1)  # shared/BENCH.md: the peer with one torch thread, as ours
+    if_atari = env_id.startswith("ALE/")
     if env_id.startswith(ROBOTICS_PREFIXES):
         make_robotics_env(env_id)  # registers gymnasium-robotics' ids, or says how to install it
     masker = dict(wrapper_class=ActionMasker, wrapper_kwargs=dict(action_mask_fn=taxi_mask)) if algo == "MaskablePPO" else {}
-    env = make_vec_env(env_id, n_envs=n_envs, seed=seed, **masker)
+    env = atari_envs(env_id, n_envs, seed, False) if if_atari else make_vec_env(env_id, n_envs=n_envs, seed=seed, **masker)
     if "noise_std" in kwargs:
         action_dim = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
-    eval_env = make_vec_env(env_id, n_envs=Arguments.eval_times, seed=seed + 1000, **masker)  # one episode per env
+    eval_env = (atari_envs(env_id, Arguments.eval_times, seed + 1000, True) if if_atari  # one episode per env
+                else make_vec_env(env_id, n_envs=Arguments.eval_times, seed=seed + 1000, **masker))
     if kwargs.pop("normalize", False):
         env = VecNormalize(env, gamma=kwargs.get("gamma", 0.99))
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
-    policy = ("MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict)
+    policy = ("MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict) else "CnnPolicy" if if_atari
               else "MlpLstmPolicy" if algo == "RecurrentPPO" else "MlpPolicy")
-    model = ALGOS[algo](policy, env, seed=seed, device="cpu", verbose=0, **kwargs)
+    # pixels: the GPU where there is one, as our learner (AgentRun.build_agent); else the CPU, as ours
+    model = ALGOS[algo](policy, env, seed=seed, device="auto" if if_atari else "cpu", verbose=0, **kwargs)
     # ours: the spec's reward_threshold, else AgentRun's table, else none (+inf: MuJoCo's Walker2d-v5)
     target = float(options["target"]) if "target" in options else TARGETS.get(env_id, prepare_env(env_id)[1].target_return)
     callback = TimeToTarget(eval_env, target, eval_gap, max_time)
