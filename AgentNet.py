@@ -646,8 +646,8 @@ class QNetRecurrentDuel(QNetDuel):
     streams start with a hidden layer on the cell's output; the Recurrent mixin's single linear head would give the
     dueling streams none."""
 
-    def __init__(self, net_dim: "int | NetShape", state_dim: int, action_dim: int):
-        width = net_shape(net_dim).widths[-1]
+    def __init__(self, net_dim: "int | NetShape", state_dim: "int | tuple[int, ...]", action_dim: int):
+        width = trunk_width(net_dim, state_dim)  # the core's: an image encoder's on frames
         super().__init__(NetShape((width,), net_shape(net_dim).activation), width, action_dim)
         self.core = RecurrentCore(net_dim, state_dim)
 

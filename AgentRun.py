@@ -45,7 +45,7 @@ import torch.distributed as dist
 from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
-from AgentNet import ImageEncoder, NetShape, is_image, net_shape
+from AgentNet import ImageEncoder, NetShape, is_image, net_shape, trunk_width
 from AgentZoo import (AgentBase, FrameStackPrioritizedReplayBuffer, FrameStackReplayBuffer, HindsightReplayBuffer,
                       PrioritizedReplayBuffer, RefusedError, ReplayBuffer, RecurrentRolloutBuffer, RolloutBuffer,
                       SegmentReplayBuffer, SequenceReplayBuffer, load_weights)
@@ -248,11 +248,13 @@ class Arguments:
             self.num_workers = 1
         if self.if_clip_reward is None and "if_clip_reward" in own_settings:  # Atari's scores: the DQN paper's clip
             self.if_clip_reward = env_info.env_name.startswith("ALE/")
-        if self.max_memo is None and self.agent.if_off_policy and is_image(env_info.state_dim):
-            self.max_memo = replay_capacity(env_info, own_settings["max_memo"])
+        if_image_replay = self.max_memo is None and self.agent.if_off_policy and is_image(env_info.state_dim)
         for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and name != "if_multiprocess" and getattr(self, name) is None:
                 setattr(self, name, value)
+        if if_image_replay:  # R2D2's sequences: burn_in + seq_len states and as many bootstrap states each
+            states = 2 * (self.burn_in + self.seq_len) if self.agent.if_recurrent else 0
+            self.max_memo = replay_capacity(env_info, own_settings["max_memo"], states)
         if self.target_return is None:
             self.target_return = env_info.target_return
         if self.cwd is None:
@@ -684,11 +686,14 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
 REPLAY_FRAME_BYTES = 8 * 2 ** 30  # what a default replay of images may hold: 8 GiB of frames
 
 
-def replay_capacity(env_info: "EnvInfo", default: int) -> int:
-    """The default replay capacity on images: the agent's, or the largest power of 2 of transitions whose frames (one
-    each: FrameStacks) fit REPLAY_FRAME_BYTES: Atari's and MinAtar's 2^20 (7.4 GB, 0.4 GB), CarRacing's 2^18 (7.2 GB)."""
-    frame = math.prod(env_info.state_dim) // env_info.frame_stack * env_info.state_dtype.itemsize
-    return min(default, 2 ** int(math.log2(REPLAY_FRAME_BYTES / frame)))
+def replay_capacity(env_info: "EnvInfo", default: int, states_per_entry: int = 0) -> int:
+    """The default replay capacity on images: the agent's, or the largest power of 2 of entries whose frames fit
+    REPLAY_FRAME_BYTES. A transition keeps one frame (FrameStacks): Atari's and MinAtar's 2^20 (7.4 GB, 0.4 GB),
+    CarRacing's 2^18 (7.2 GB); an R2D2 sequence keeps states_per_entry whole states (its states and bootstrap states):
+    on Atari 2^12 sequences of 30 steps (6.9 GB)."""
+    state = math.prod(env_info.state_dim) * env_info.state_dtype.itemsize
+    entry = states_per_entry * state if states_per_entry else state // env_info.frame_stack
+    return min(default, 2 ** int(math.log2(REPLAY_FRAME_BYTES / entry)))
 
 
 def build_agent(args: Arguments, env_info: "EnvInfo", device=None) -> AgentBase:
@@ -706,9 +711,10 @@ def new_agent(agent_class: type, net_dim: int, env_info: "EnvInfo", device, hype
 def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer | RolloutBuffer:
     if args.agent.if_off_policy and args.agent.if_recurrent:  # R2D2's sequences, each with the memory at its start
         shape = net_shape(network_shape(args))
-        return SequenceReplayBuffer(args.max_memo, env_info.state_dim, shape.widths[-1], args.num_envs * args.num_workers,
+        width = trunk_width(shape, env_info.state_dim)  # the core's memory: an image encoder's width on frames
+        return SequenceReplayBuffer(args.max_memo, env_info.state_dim, width, args.num_envs * args.num_workers,
                                     args.seq_len, args.burn_in, args.gamma, args.n_step, device,  # a round's env copies
-                                    memory_rows=NetShape.memory_rows[shape.cell])
+                                    memory_rows=NetShape.memory_rows[shape.cell], state_dtype=env_info.state_dtype)
     if args.agent.if_off_policy:
         sizes = (args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
         if args.her_k:  # relabelled rewards come from the learner's own copy of the env

@@ -599,31 +599,34 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
 
     alpha, beta = 0.9, 0.6  # priority and importance-sampling exponents of the R2D2 paper (Table 2)
 
-    def __init__(self, max_len: int, state_dim: int, width: int, num_envs: int, seq_len: int, burn_in: int,
-                 gamma: float, n_step: int, device=None, memory_rows: int = 2):
+    def __init__(self, max_len: int, state_dim: "int | tuple[int, ...]", width: int, num_envs: int, seq_len: int,
+                 burn_in: int, gamma: float, n_step: int, device=None, memory_rows: int = 2,
+                 state_dtype: torch.dtype = torch.float32):
         self.init_ring(max_len, device)
         self.num_envs, self.seq_len, self.burn_in, self.gamma, self.n_step = num_envs, seq_len, burn_in, gamma, n_step
         self.stride, self.window = max(1, seq_len // 2), burn_in + seq_len
-        shapes = {"states": ((self.window, state_dim), torch.float32), "actions": ((self.window,), torch.long),
+        state_shape = tuple(state_dim) if is_image(state_dim) else (state_dim,)  # images in their dtype (ReplayBuffer)
+        shapes = {"states": ((self.window, *state_shape), state_dtype), "actions": ((self.window,), torch.long),
                   "returns": ((self.window,), torch.float32),  # n-step returns of the rewards times reward_scale
                   "discounts": ((self.window,), torch.float32),  # gamma^k * not_terminated of their last step
                   "last": ((self.window,), torch.long),  # the index of that last step in the sequence
-                  "boot_states": ((self.window, state_dim), torch.float32),  # the state after it: the bootstrap's
+                  "boot_states": ((self.window, *state_shape), state_dtype),  # the state after it: the bootstrap's
                   "episode_start": ((self.window,), torch.float32),  # 1 where the memory is zeroed first
                   "mask": ((self.window,), torch.float32),  # 1 on the training steps of the sequence's episode
                   "memory": ((memory_rows, width), torch.float32)}  # the explorer's memory before the first step
         self.tensors = tuple(torch.zeros((max_len, *shape), dtype=dtype, device=self.device)  # (S, ...) each
                              for shape, dtype in shapes.values())
         self.init_trees()
-        self.tail = self.padding(state_dim, width, memory_rows)
+        self.tail = self.padding(state_shape, state_dtype, width, memory_rows)
 
-    def padding(self, state_dim: int, width: int, memory_rows: int) -> list[torch.Tensor]:
+    def padding(self, state_shape: tuple[int, ...], state_dtype: torch.dtype, width: int, memory_rows: int
+                ) -> list[torch.Tensor]:
         """window - 1 steps of each copy before any explored one: no episode's (episode step -1), never trained."""
         rows, n, device = self.window - 1, self.num_envs, self.device
         zeros = lambda *shape, dtype=torch.float32: torch.zeros((rows, n, *shape), dtype=dtype, device=device)
         ones = torch.ones((rows, n), device=device)  # not_terminated, not_done
-        return [zeros(state_dim), zeros(1, dtype=torch.long), zeros(), ones, ones, zeros(state_dim),
-                zeros(dtype=torch.long) - 1, zeros(memory_rows, width)]
+        return [zeros(*state_shape, dtype=state_dtype), zeros(1, dtype=torch.long), zeros(), ones, ones,
+                zeros(*state_shape, dtype=state_dtype), zeros(dtype=torch.long) - 1, zeros(memory_rows, width)]
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
         """Cut the sequences that the explored steps complete (cut) and store them at the largest priority so far."""
@@ -647,7 +650,7 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
         mask = (episode_steps[rows, column] == anchors[first, env][:, None] + offsets) & (offsets >= 0)  # (S, window)
         returns, discounts, last = n_step_returns(rewards[rows, column].T, not_terminated[rows, column].T,
                                                   not_done[rows, column].T, self.gamma, self.n_step)  # (window, S) each
-        boot_states = next_states[rows.gather(1, last.T), column]  # (S, window, state_dim)
+        boot_states = next_states[rows.gather(1, last.T), column]  # (S, window, *state_shape)
         return (states[rows, column], actions[rows, column].squeeze(-1), returns.T, discounts.T, last.T, boot_states,
                 (episode_steps[rows, column] == 0).float(), mask.float(), memories[first, env])
 
@@ -2093,9 +2096,11 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     - evaluating: greedy from the memory that reset_memory zeroes per episode (RecurrentActing).
     Sizes scaled down from the paper's 80 + 40 burn-in to CartPole-length tasks. The serial and multiprocess loops
     (an explorer process sends each step with the memory it received), without state normalisation or masks of legal
-    actions (the core's input is the state, the head sees features); export refused."""
+    actions (the core's input is the state, the head sees features); export refused. On images (MinAtar's grids,
+    Atari's frames) the core's encoder is a convolutional one (AgentNet.mlp) and the sequences keep the frames' dtype,
+    a default replay of them within 8 GiB (AgentRun.replay_capacity)."""
 
-    if_image_states = False  # its sequence replay (SequenceReplayBuffer) keeps flat float32 states
+    if_image_states = True  # QNetRecurrentDuel's core encodes images (AgentNet.mlp); its sequences keep their dtype
     if_recurrent = True
     cri_class = QNetRecurrentDuel
     net_keywords = ()  # epsilon-greedy only: the recurrent Q-network has no noisy layers
@@ -2119,7 +2124,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """state (E, state_dim) of the E episodes that reset_memory started -> action (E,): greedy in Q, from each
         episode's memory (RecurrentActing.acting_features); exploring: epsilon-greedy."""
-        state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+        state = self.as_state_tensor(state)
         action = self.cri(self.acting_features(state)).argmax(dim=-1)
         return (action if deterministic else self.epsilon_greedy(action, state)).cpu().numpy()
 
@@ -2135,7 +2140,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
             self.memory = self.cri.core.zero_memory(env.num_envs, self.device)
             self.episode_steps = torch.zeros(env.num_envs, dtype=torch.long, device=self.device)
         as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
-        state, steps = as_tensor(self.last_state), []
+        state, steps = self.as_state_tensor(self.last_state), []
         for _ in range(horizon):
             features, memories = self.cri.core(state[None], self.memory, (self.episode_steps == 0)[None])
             action = (as_tensor(self.random_action(env.num_envs, state), torch.long) if if_random else
@@ -2143,11 +2148,11 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
             next_state, reward, terminated, truncated, info = env.step(action.cpu().numpy())
             steps.append((state, action[:, None], as_tensor(self.learned_reward(reward, info)) * self.reward_scale,
                           as_tensor(~terminated), as_tensor(~(terminated | truncated)),
-                          as_tensor(final_observations(next_state, info)), self.episode_steps,
+                          self.as_state_tensor(final_observations(next_state, info)), self.episode_steps,
                           self.memory.transpose(0, 1)))
             self.memory = memories[-1]
             self.episode_steps = torch.where(as_tensor(terminated | truncated, torch.bool), 0, self.episode_steps + 1)
-            state = as_tensor(next_state)
+            state = self.as_state_tensor(next_state)
         self.last_state = state.cpu().numpy()
         return tuple(torch.stack(column).flatten(0, 1) for column in zip(*steps))  # (T * N, ...) each
 
