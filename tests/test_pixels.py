@@ -128,8 +128,7 @@ def test_rollout_keeps_bool_images():
 
 def test_r2d2_sequences_keep_frames_in_their_dtype():
     """R2D2's sequence replay stores explored frames and their bootstrap frames as uint8, (S, window, *shape), and
-    learns from them; its default capacity on Atari's (4, 84, 84) stacks is the largest power of 2 of sequences whose
-    states and bootstrap states, 2 * (10 + 20) of 28,224 bytes, fit 8 GiB: 8 GiB / 1,693,440 bytes = 5,072, so 2^12."""
+    learns from them."""
     env, env_info = build_env(bandit(shape=(4, 84, 84), dtype=np.uint8), num_envs=2)
     agent = AgentR2D2(32, env_info.state_dim, env_info.action_dim, device="cpu", seq_len=4, burn_in=2, n_step=1)
     buffer = SequenceReplayBuffer(64, env_info.state_dim, agent.cri.core.width, num_envs=2, seq_len=4, burn_in=2,
@@ -139,6 +138,13 @@ def test_r2d2_sequences_keep_frames_in_their_dtype():
     assert states.dtype == boot_states.dtype == torch.uint8 and states.shape == boot_states.shape == (64, 6, 4, 84, 84)
     assert buffer.cur_len > 0 and int(states[:buffer.cur_len].max()) == int(boot_states[:buffer.cur_len].max()) == 255
     assert math.isfinite(agent.update_net(buffer, 4, 1.0)["obj_critic"])
+
+
+def test_r2d2_default_replay_of_frames_fits_8_gib():
+    """R2D2's default capacity on Atari's (4, 84, 84) stacks is the largest power of 2 of sequences whose states and
+    bootstrap states, 2 * (10 + 20) of 28,224 bytes, fit 8 GiB: 8 GiB / 1,693,440 bytes = 5,072, so 2^12."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
     args = Arguments(agent="AgentR2D2", env="ALE/Pong-v5")
     args.resolve(prepare_env("ALE/Pong-v5")[1])
     assert args.max_memo == 2 ** 12
