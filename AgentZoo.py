@@ -2146,13 +2146,14 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
             action = (as_tensor(self.random_action(env.num_envs, state), torch.long) if if_random else
                       self.epsilon_greedy(self.cri(features[0]).argmax(dim=-1), state))
             next_state, reward, terminated, truncated, info = env.step(action.cpu().numpy())
+            final, next_tensor = final_observations(next_state, info), self.as_state_tensor(next_state)
             steps.append((state, action[:, None], as_tensor(self.learned_reward(reward, info)) * self.reward_scale,
                           as_tensor(~terminated), as_tensor(~(terminated | truncated)),
-                          self.as_state_tensor(final_observations(next_state, info)), self.episode_steps,
-                          self.memory.transpose(0, 1)))
+                          next_tensor if final is next_state else self.as_state_tensor(final),  # one copy: none ended
+                          self.episode_steps, self.memory.transpose(0, 1)))
             self.memory = memories[-1]
             self.episode_steps = torch.where(as_tensor(terminated | truncated, torch.bool), 0, self.episode_steps + 1)
-            state = self.as_state_tensor(next_state)
+            state = next_tensor
         self.last_state = state.cpu().numpy()
         return tuple(torch.stack(column).flatten(0, 1) for column in zip(*steps))  # (T * N, ...) each
 
