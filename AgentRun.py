@@ -158,6 +158,8 @@ class Arguments:
     #   ones (AgentNet.StateNorm), saved with every network (actor.pt too); None: the agent's default
     if_clip_reward: bool | None = None  # the agents that take images: True learns from the rewards' signs (DQN paper),
     #   while evaluation and recorder.csv report the raw score; None: True on ALE/ ids, else False
+    frame_stack: int | None = None  # ALE/ ids: the last frames a state stacks, >= 1; None: 4 (the DQN paper's); 1 shows
+    #   one frame, so that what moves is left to a recurrent agent's memory (R2D2); other envs' states stay as they come
     if_action_mask: bool | None = None  # discrete agents (not ACER's, not a team's): True appends the env's mask of legal
     #   actions (info["action_mask"], or a Dict observation's "action_mask") to the states, and the agent never takes an
     #   illegal action nor bootstraps from one (ActionMaskObservation); None: the agent's default (False)
@@ -380,6 +382,7 @@ class Arguments:
             "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
             "seq_len": (lambda v: v >= 1, ">= 1"), "burn_in": (lambda v: v >= 0, ">= 0"),
+            "frame_stack": (lambda v: v >= 1, ">= 1"),
             "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"), "damping": (lambda v: v > 0, "> 0"),
             "rho_clip": (lambda v: v > 0, "> 0"),
             "lambda_opt": (lambda v: v >= 0, ">= 0"), "lambda_nopt": (lambda v: v >= 0, ">= 0"),
@@ -931,8 +934,8 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
 def build_evaluator(args: Arguments, env_info: "EnvInfo", step: int, state: dict | None) -> Evaluator:
     """An Evaluator with eval_times envs of its own, seeded after every explorer's env copies (seed + step + their
     index, on every rank under torchrun), carrying on a resumed run's recorder state."""
-    eval_envs = [prepare_env(make_twin_env(args.env), if_action_mask=bool(args.if_action_mask))[0]
-                 for _ in range(args.eval_times)]
+    eval_envs = [prepare_env(make_twin_env(args.env), if_action_mask=bool(args.if_action_mask),
+                             frame_stack=args.frame_stack)[0] for _ in range(args.eval_times)]
     world = torchrun_world()
     explore_copies = args.num_envs * args.num_workers * (1 if world is None else world[1])
     for i, eval_env in enumerate(eval_envs):
@@ -1059,8 +1062,9 @@ def env_to_config(env: str | gym.Env) -> str | dict:
     return {"id": None, "class": f"{type(env.unwrapped).__module__}.{type(env.unwrapped).__qualname__}", "reason": reason}
 
 
-def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
-    """The env config.json recorded (env_to_config): the id, or the instance remade (kwargs, e.g. render_mode, on top).
+def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs) -> str | gym.Env:
+    """The env config.json recorded (env_to_config): the id, or the instance remade (kwargs, e.g. render_mode, on top;
+    an ALE/ id's frames stacked as the run's frame_stack says).
     config.json is data, as actor.pt is (loaded weights_only): a run directory someone shared must not name code for
     resume or replay to import and call. So an instance is remade from its id as registered in this process (mpe2 and
     gymnasium-robotics ids register on first use), taking only its kwargs and time limit from the file; a file whose
@@ -1071,7 +1075,7 @@ def env_from_config(value: str | dict, **kwargs) -> str | gym.Env:
         if is_mpe2_id(value):
             return make_mpe2_env(value, **kwargs)
         if value.startswith(tuple(PIXEL_MAKERS)):
-            return make_pixel_env(value, **kwargs)
+            return make_pixel_env(value, frame_stack, **kwargs)
         return make_robotics_env(value, **kwargs) if value.startswith(ROBOTICS_PREFIXES) else gym.make(value, **kwargs)
     if value["id"] is None:
         raise RefusedError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
@@ -1122,14 +1126,21 @@ def as_gymnasium(env):
     return MultiAgentEnv(parallel_env=env)
 
 
-def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False) -> tuple[gym.Env, EnvInfo]:
-    """Make the env, check its spaces, flatten a goal env's observations (GoalObservation; if_record_ends for it) or
-    others (flat_observations; with if_action_mask, ActionMaskObservation, its mask of legal actions at the end), and
-    rescale Box actions from the agents' [-1, 1] to its bounds (agent_actions)."""
+def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False,
+                frame_stack: int | None = None) -> tuple[gym.Env, EnvInfo]:
+    """Make the env (an ALE/ id's frames stacked frame_stack deep), check its spaces, flatten a goal env's observations
+    (GoalObservation; if_record_ends for it) or others (flat_observations; with if_action_mask, ActionMaskObservation,
+    its mask of legal actions at the end), and rescale Box actions from the agents' [-1, 1] to its bounds
+    (agent_actions)."""
+    if frame_stack is not None and not (isinstance(env, str) and env.startswith("ALE/")):
+        what = env if isinstance(env, str) else "an env instance"
+        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for {what}: it sets how many frames the states "
+                           f"of an ALE/<Game>-v5 id stack (MinAtar's grids are one frame already; an instance comes "
+                           f"stacked as it was made); leave frame_stack None")
     if isinstance(env, str) and is_mpe2_id(env):
         env = make_mpe2_env(env)
     elif isinstance(env, str) and env.startswith(tuple(PIXEL_MAKERS)):
-        env = make_pixel_env(env)
+        env = make_pixel_env(env, frame_stack)
     elif isinstance(env, str):
         try:
             env = gym.make(env)
@@ -1167,10 +1178,10 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
     return env, EnvInfo(env_name, state_dim, action_dim, if_discrete, float(threshold), goal_dim,
                         hasattr(env.unwrapped, "possible_agents"), num_agents,
                         torch.from_numpy(np.empty(0, obs_space.dtype)).dtype if is_image(state_dim) else torch.float32,
-                        frame_stack(env) if is_image(state_dim) else 1)
+                        stacked_frames(env) if is_image(state_dim) else 1)
 
 
-def frame_stack(env: gym.Env) -> int:
+def stacked_frames(env: gym.Env) -> int:
     """How many frames an image env's states stack: FrameStackObservation's stack_size, else 1."""
     try:
         return env.get_wrapper_attr("stack_size")
@@ -1257,14 +1268,15 @@ def has_time_limit(env: gym.Env) -> bool:
 
 
 def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False, returns_kept: int = 100,
-              if_action_mask: bool = False) -> tuple[gym.Env, EnvInfo]:
+              if_action_mask: bool = False, frame_stack: int | None = None) -> tuple[gym.Env, EnvInfo]:
     """A gymnasium env ready for an agent (prepare_env), and its facts; with num_envs, a vector env of that many copies
     (autoreset in the same step, so that an ended episode's final observation comes back in info).
     The returns of the last returns_kept episodes are recorded (return_queue) for the explore_return column."""
-    single, env_info = prepare_env(env, if_record_ends, if_action_mask)
+    single, env_info = prepare_env(env, if_record_ends, if_action_mask, frame_stack)
     if num_envs is None:
         return gym.wrappers.RecordEpisodeStatistics(single, buffer_length=returns_kept), env_info
-    copies = [single] + [prepare_env(make_twin_env(env), if_record_ends, if_action_mask)[0] for _ in range(num_envs - 1)]
+    copies = [single] + [prepare_env(make_twin_env(env), if_record_ends, if_action_mask, frame_stack)[0]
+                         for _ in range(num_envs - 1)]
     vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
                                           autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(vector_env, buffer_length=returns_kept), env_info
@@ -1286,7 +1298,7 @@ def build_explore_env(args: "Arguments") -> gym.Env:
     if_plain = args.agent.if_off_policy and not args.agent.if_recurrent and args.num_envs == 1
     return build_env(args.env, None if if_plain else args.num_envs,
                      if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step),
-                     if_action_mask=bool(args.if_action_mask))[0]
+                     if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[0]
 
 
 class EnvPoolVectorEnv(gym.vector.VectorEnv):
@@ -1448,7 +1460,7 @@ def train_and_evaluate(args: Arguments) -> dict:
     if_multiprocess says (None: the agent's default, the loop measured faster for it); an asynchronous agent (A3C)
     in its workers' processes (train_async); under torchrun as one of its data-parallel learners (train_distributed).
     Returns how it stopped."""
-    env_info = prepare_env(args.env, if_action_mask=bool(args.if_action_mask))[1]
+    env_info = prepare_env(args.env, if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[1]
     args.resolve(env_info)
     world = torchrun_world()
     if world is None:
@@ -2079,13 +2091,16 @@ def broadcast_agent(agent: AgentBase, rank: int):
 ATARI_MAX_FRAMES, MINATAR_MAX_STEPS = 108_000, 10_000
 
 
-def make_atari_env(env_id: str, **kwargs) -> gym.Env:
+def make_atari_env(env_id: str, frame_stack: int = 4, **kwargs) -> gym.Env:
     """An ALE/<Game>-v5 env of ale-py, an optional package (it ships the ROMs), preprocessed as the DQN paper (Mnih et al.
     2015) and the field since: frames grey and 84x84, each action repeated 4 frames (AtariPreprocessing, so the env is
     made with frameskip=1; v5's sticky actions, 0.25, stay: Machado et al. arXiv:1709.06009), up to 30 no-op actions
-    at the start, and the last 4 frames stacked, (4, 84, 84) uint8. An episode is a full game (every life), and the
-    rewards are the game's: learning clips them (AgentBase.learned_reward, if_clip_reward), evaluation reports the
-    score."""
+    at the start, and the last frame_stack frames stacked, (frame_stack, 84, 84) uint8 (frame_stack 1: one frame, what
+    moves hidden, for agents with memory). An episode is a full game (every life), and the rewards are the game's:
+    learning clips them (AgentBase.learned_reward, if_clip_reward), evaluation reports the score."""
+    if isinstance(frame_stack, bool) or not isinstance(frame_stack, int) or frame_stack < 1:
+        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted: frame_stack must be an integer >= 1 (the last "
+                           f"frames a state of {env_id} stacks), or None for 4")
     try:
         import ale_py
         import cv2  # noqa: F401  (AtariPreprocessing resizes with it)
@@ -2096,7 +2111,7 @@ def make_atari_env(env_id: str, **kwargs) -> gym.Env:
     env = gym.make(env_id, frameskip=1, max_episode_steps=ATARI_MAX_FRAMES, **kwargs)
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
                                           grayscale_obs=True)
-    return gym.wrappers.FrameStackObservation(env, 4)
+    return gym.wrappers.FrameStackObservation(env, frame_stack)
 
 
 def make_minatar_env(env_id: str, **kwargs) -> gym.Env:
@@ -2114,8 +2129,10 @@ def make_minatar_env(env_id: str, **kwargs) -> gym.Env:
 PIXEL_MAKERS = {"ALE/": make_atari_env, "MinAtar/": make_minatar_env}  # env ids by prefix, and who makes them
 
 
-def make_pixel_env(env_id: str, **kwargs) -> gym.Env:
-    return next(make for prefix, make in PIXEL_MAKERS.items() if env_id.startswith(prefix))(env_id, **kwargs)
+def make_pixel_env(env_id: str, frame_stack: int | None = None, **kwargs) -> gym.Env:
+    """The env of an id that PIXEL_MAKERS has a maker for; frame_stack (ALE/ ids only, prepare_env) where it is set."""
+    stack = {} if frame_stack is None else {"frame_stack": frame_stack}
+    return next(make for prefix, make in PIXEL_MAKERS.items() if env_id.startswith(prefix))(env_id, **stack, **kwargs)
 
 
 ROBOTICS_PREFIXES = ("Fetch", "HandManipulate", "HandReach", "PointMaze", "AntMaze", "Adroit", "FrankaKitchen")
@@ -2402,7 +2419,8 @@ def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, re
         raise RefusedError(f"episodes={episodes} is not accepted: episodes must be an integer > 0")
     config = read_run(cwd, "replay")
     try:  # the first episode is shown
-        envs = [prepare_env(env_from_config(config["env"], render_mode=REPLAY_RENDERS[render] if i == 0 else None),
+        envs = [prepare_env(env_from_config(config["env"], config.get("frame_stack"),
+                                            render_mode=REPLAY_RENDERS[render] if i == 0 else None),
                             if_action_mask=bool(config.get("if_action_mask")))[0]
                 for i in range(episodes or config["eval_times"])]
     except gym.error.Error as error:
@@ -2449,7 +2467,8 @@ def export(cwd: str) -> dict[str, str]:
     is deprecated in torch but loads there) and, where the onnx package is installed, cwd/actor.onnx. Returns the
     paths by format."""
     config = read_run(cwd, "export")
-    env_info = prepare_env(env_from_config(config["env"]), if_action_mask=bool(config.get("if_action_mask")))[1]
+    env_info = prepare_env(env_from_config(config["env"]), if_action_mask=bool(config.get("if_action_mask")),
+                           frame_stack=config.get("frame_stack"))[1]
     policy = saved_agent(cwd, config, env_info, device="cpu").policy_module().eval()
     shape = env_info.state_dim if is_image(env_info.state_dim) else (env_info.state_dim * env_info.num_agents,)
     example = torch.zeros(2, *shape, dtype=env_info.state_dtype)  # a batch of the env's observations

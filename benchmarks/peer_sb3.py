@@ -139,6 +139,13 @@ ATARI_ZOO = {"PPO": (10_000_000, 8, dict(n_steps=128, n_epochs=4, batch_size=256
                                          exploration_fraction=0.1, exploration_final_eps=0.01,
                                          optimize_memory_usage=False))}
 ZOO |= {(algo, "ALE/Pong-v5"): entry for algo, entry in ATARI_ZOO.items()}
+# ppo.yml's CarRacing-v3 entry (CnnPolicy on car_racing_envs' frames); its normalize scales rewards, not observations
+ZOO[("PPO", "CarRacing-v3")] = (4_000_000, 8, dict(
+    normalize=dict(norm_obs=False, norm_reward=True), batch_size=128, n_steps=512, gamma=0.99, gae_lambda=0.95,
+    n_epochs=10, ent_coef=0.0, sde_sample_freq=4, max_grad_norm=0.5, vf_coef=0.5, learning_rate=linear(1e-4),
+    use_sde=True, clip_range=0.2, policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=torch.nn.GELU,
+                                                     net_arch=dict(pi=[256], vf=[256]))))
+PIXEL_TASKS = ("ALE/", "CarRacing-")  # the peer's CnnPolicy, on the GPU where there is one
 
 
 def atari_envs(env_id: str, n_envs: int, seed: int, if_eval: bool):
@@ -151,6 +158,35 @@ def atari_envs(env_id: str, n_envs: int, seed: int, if_eval: bool):
     wrapper_kwargs = dict(terminal_on_life_loss=False, clip_reward=False) if if_eval else None
     env = make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs=dict(frameskip=1), wrapper_kwargs=wrapper_kwargs)
     return VecTransposeImage(VecFrameStack(env, n_stack=4)) if if_eval else VecFrameStack(env, n_stack=4)
+
+
+class FrameSkip(gym.Wrapper):
+    """Each action repeated `skip` frames, their rewards summed (the zoo's rl_zoo3.wrappers.FrameSkip)."""
+
+    def __init__(self, env: gym.Env, skip: int):
+        super().__init__(env)
+        self.skip = skip
+
+    def step(self, action):
+        total = 0.0
+        for _ in range(self.skip):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        return obs, total, terminated, truncated, info
+
+
+def car_racing_frames(env: gym.Env) -> gym.Env:
+    """The zoo's CarRacing-v3 env_wrapper: each action 2 frames, 64x64 grey frames (channel kept)."""
+    return gym.wrappers.GrayscaleObservation(gym.wrappers.ResizeObservation(FrameSkip(env, 2), (64, 64)), keep_dim=True)
+
+
+def car_racing_envs(env_id: str, n_envs: int, seed: int, if_eval: bool):
+    """CarRacing-v3 as the zoo trains on it (car_racing_frames, 2 frames stacked); the evaluator's episodes are the same
+    full races with the raw rewards, channels first as the model wraps the training envs."""
+    env = VecFrameStack(make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=car_racing_frames), n_stack=2)
+    return VecTransposeImage(env) if if_eval else env
 
 
 def taxi_mask(env: gym.Env) -> np.ndarray:
@@ -200,23 +236,27 @@ def main(argv: list[str]):
     n_timesteps, n_envs, kwargs = ZOO[algo, env_id]
     kwargs = dict(kwargs)
     torch.set_num_threads(1)  # shared/BENCH.md: the peer with one torch thread, as ours
-    if_atari = env_id.startswith("ALE/")
+    if_pixels = env_id.startswith(PIXEL_TASKS)
+    make_pixel_envs = atari_envs if env_id.startswith("ALE/") else car_racing_envs
     if env_id.startswith(ROBOTICS_PREFIXES):
         make_robotics_env(env_id)  # registers gymnasium-robotics' ids, or says how to install it
     masker = dict(wrapper_class=ActionMasker, wrapper_kwargs=dict(action_mask_fn=taxi_mask)) if algo == "MaskablePPO" else {}
-    env = atari_envs(env_id, n_envs, seed, False) if if_atari else make_vec_env(env_id, n_envs=n_envs, seed=seed, **masker)
+    env = make_pixel_envs(env_id, n_envs, seed, False) if if_pixels else make_vec_env(env_id, n_envs=n_envs, seed=seed,
+                                                                                     **masker)
     if "noise_std" in kwargs:
         action_dim = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(np.zeros(action_dim), kwargs.pop("noise_std") * np.ones(action_dim))
-    eval_env = (atari_envs(env_id, Arguments.eval_times, seed + 1000, True) if if_atari  # one episode per env
+    eval_env = (make_pixel_envs(env_id, Arguments.eval_times, seed + 1000, True) if if_pixels  # one episode per env
                 else make_vec_env(env_id, n_envs=Arguments.eval_times, seed=seed + 1000, **masker))
-    if kwargs.pop("normalize", False):
-        env = VecNormalize(env, gamma=kwargs.get("gamma", 0.99))
-        eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
-    policy = ("MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict) else "CnnPolicy" if if_atari
+    normalize = kwargs.pop("normalize", False)
+    if normalize:  # True: observations and rewards; a dict: the zoo's own choice of the two
+        settings = normalize if isinstance(normalize, dict) else {}
+        env = VecNormalize(env, gamma=kwargs.get("gamma", 0.99), **settings)
+        eval_env = VecNormalize(eval_env, training=False, norm_reward=False, norm_obs=settings.get("norm_obs", True))
+    policy = ("MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict) else "CnnPolicy" if if_pixels
               else "MlpLstmPolicy" if algo == "RecurrentPPO" else "MlpPolicy")
     # pixels: the GPU where there is one, as our learner (AgentRun.build_agent); else the CPU, as ours
-    model = ALGOS[algo](policy, env, seed=seed, device="auto" if if_atari else "cpu", verbose=0, **kwargs)
+    model = ALGOS[algo](policy, env, seed=seed, device="auto" if if_pixels else "cpu", verbose=0, **kwargs)
     # ours: the spec's reward_threshold, else AgentRun's table, else none (+inf: MuJoCo's Walker2d-v5)
     target = float(options["target"]) if "target" in options else TARGETS.get(env_id, prepare_env(env_id)[1].target_return)
     callback = TimeToTarget(eval_env, target, eval_gap, max_time)

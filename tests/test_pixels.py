@@ -1,5 +1,6 @@
 """Learning from pixels (issue 42): the image encoders, images stored in their own dtype, the pixel envs (Atari through
 ale-py, MinAtar through minatar), rewards clipped for learning only, a tiny image task learned, and what is refused."""
+import json
 import math
 
 import gymnasium as gym
@@ -8,7 +9,8 @@ import pytest
 import torch
 
 from AgentNet import (ActorDiscretePPO, ActorPPO, CriticValue, ImageEncoder, QNet, QNetDistDuel, QNetDuel, QNetTwin)
-from AgentRun import Arguments, build_env, prepare_env, run_episodes, train_and_evaluate
+from AgentRun import (Arguments, build_env, build_evaluator, build_explore_env, prepare_env, run_episodes,
+                      train_and_evaluate)
 from AgentZoo import AgentDiscretePPO, AgentDQN, AgentR2D2, ReplayBuffer, RolloutBuffer, SequenceReplayBuffer
 
 
@@ -210,6 +212,52 @@ def test_atari_preprocessing_and_raw_scores():
     args = Arguments(agent="AgentDQN", env="ALE/SpaceInvaders-v5")
     args.resolve(env_info)
     assert args.if_clip_reward is True
+
+
+def test_atari_frame_stack_by_setting():
+    """frame_stack=1 (issue 43's Atari for agents with memory): one 84x84 frame a state, in the explorer's and the
+    evaluator's envs alike; the replay keeps a frame a transition, and R2D2's default image replay holds 4x the
+    sequences of a stack of 4: 8 GiB / (2 * (10 + 20) * 7,056 bytes) = 20,290, so 2^14."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    env_info = prepare_env("ALE/Pong-v5", frame_stack=1)[1]
+    assert env_info.state_dim == (1, 84, 84) and env_info.frame_stack == 1 and env_info.state_dtype == torch.uint8
+    assert prepare_env("ALE/Pong-v5", frame_stack=2)[1].state_dim == (2, 84, 84)
+    args = Arguments(agent="AgentR2D2", env="ALE/Pong-v5", frame_stack=1, num_envs=2, eval_times=2)
+    args.resolve(env_info)
+    assert args.max_memo == 2 ** 14
+    explore_env = build_explore_env(args)
+    assert explore_env.reset(seed=0)[0].shape == (args.num_envs, 1, 84, 84)
+    evaluator = build_evaluator(args, env_info, step=0, state=None)
+    assert {env.reset(seed=0)[0].shape for env in evaluator.eval_envs} == {(1, 84, 84)}
+
+
+def test_atari_frame_stack_run_resumes_and_replays(tmp_path):
+    """A run with frame_stack=1 records it in config.json, and its multiprocess explorer, its resume (serial) and its
+    replay all make one-frame states: the stored frames are single 84x84 frames, and the resumed run's network (whose
+    first convolution takes as many channels as a state has frames) accepts them."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    import AgentRun
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentDQN", env="ALE/Pong-v5", frame_stack=1, cwd=cwd, break_step=128,
+                                 random_steps=64, target_step=64, batch_size=8, eval_gap=1e9, eval_times=1,
+                                 target_return=1e9, if_multiprocess=True, max_memo=1024))
+    assert json.load(open(f"{cwd}/config.json"))["frame_stack"] == 1
+    frames = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)["frames"]
+    assert frames.dtype == torch.uint8 and frames.shape[1:] == (1, 84, 84)
+    assert AgentRun.resume(cwd, break_step=192, if_multiprocess=False)["step"] == 192
+    assert AgentRun.replay(cwd, episodes=1, render="none")["avg_length"] > 0
+
+
+def test_frame_stack_of_other_envs_refused():
+    """frame_stack stacks an ALE/ id's frames; MinAtar's grids, flat states and instances are refused with what it
+    takes, and a stack under 1 with what is accepted."""
+    for env in ("MinAtar/Breakout-v1", "CartPole-v1", bandit()):
+        with pytest.raises(ValueError, match=r"frame_stack=1 is not accepted for .*ALE/<Game>-v5.*leave frame_stack None"):
+            prepare_env(env, frame_stack=1)
+    with pytest.raises(ValueError, match=r"frame_stack=0 is not accepted: frame_stack must be an integer >= 1"):
+        prepare_env("ALE/Pong-v5", frame_stack=0)
 
 
 def test_minatar_env_builds_and_steps():
