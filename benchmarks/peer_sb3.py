@@ -152,12 +152,12 @@ def atari_envs(env_id: str, n_envs: int, seed: int, if_eval: bool):
     """ALE/<Game>-v5 as the zoo trains on it: SB3's AtariWrapper (up to 30 no-ops, each action 4 frames, 84x84 grey; for
     learning, a lost life ends the episode and rewards are clipped to their sign), 4 frames stacked. The env is made
     with frameskip=1 (the wrapper skips) and keeps v5's sticky actions, as AgentRun.make_atari_env; the evaluator's
-    plays full games and scores them raw, as ours does, channels first as the model wraps the training envs."""
+    plays full games and scores them raw, as ours does."""
     import ale_py
     gym.register_envs(ale_py)
     wrapper_kwargs = dict(terminal_on_life_loss=False, clip_reward=False) if if_eval else None
     env = make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs=dict(frameskip=1), wrapper_kwargs=wrapper_kwargs)
-    return VecTransposeImage(VecFrameStack(env, n_stack=4)) if if_eval else VecFrameStack(env, n_stack=4)
+    return VecFrameStack(env, n_stack=4)
 
 
 class FrameSkip(gym.Wrapper):
@@ -183,10 +183,9 @@ def car_racing_frames(env: gym.Env) -> gym.Env:
 
 
 def car_racing_envs(env_id: str, n_envs: int, seed: int, if_eval: bool):
-    """CarRacing-v3 as the zoo trains on it (car_racing_frames, 2 frames stacked); the evaluator's episodes are the same
-    full races with the raw rewards, channels first as the model wraps the training envs."""
-    env = VecFrameStack(make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=car_racing_frames), n_stack=2)
-    return VecTransposeImage(env) if if_eval else env
+    """CarRacing-v3 as the zoo trains on it (car_racing_frames, 2 frames stacked), for the evaluator too: the same full
+    races, the raw rewards."""
+    return VecFrameStack(make_vec_env(env_id, n_envs=n_envs, seed=seed, wrapper_class=car_racing_frames), n_stack=2)
 
 
 def taxi_mask(env: gym.Env) -> np.ndarray:
@@ -253,6 +252,8 @@ def main(argv: list[str]):
         settings = normalize if isinstance(normalize, dict) else {}
         env = VecNormalize(env, gamma=kwargs.get("gamma", 0.99), **settings)
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False, norm_obs=settings.get("norm_obs", True))
+    if if_pixels:  # channels first, outside VecNormalize, as the model wraps the training envs (sync_envs_normalization)
+        eval_env = VecTransposeImage(eval_env)
     policy = ("MultiInputPolicy" if isinstance(env.observation_space, gym.spaces.Dict) else "CnnPolicy" if if_pixels
               else "MlpLstmPolicy" if algo == "RecurrentPPO" else "MlpPolicy")
     # pixels: the GPU where there is one, as our learner (AgentRun.build_agent); else the CPU, as ours

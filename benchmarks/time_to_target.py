@@ -92,6 +92,9 @@ SUITE |= {"CartPoleNoVel-v1": ["AgentDiscreteRecurrentPPO", "AgentR2D2", "AgentD
           "PendulumNoVel-v1": ["AgentRecurrentPPO", "AgentPPO", "AgentSAC"],
           "LunarLanderNoVel-v3": ["AgentDiscreteRecurrentPPO", "AgentR2D2", "AgentDiscretePPO", "AgentD3QN"],
           "LunarLanderContinuousNoVel-v3": ["AgentRecurrentPPO", "AgentPPO", "AgentSAC"]}
+# pixels (issue 42): CarRacing-v3's return at a fixed wall-clock budget (fixed_time=True), the continuous agent that
+# takes its frames beside the zoo's PPO entry
+SUITE["CarRacing-v3"] = ["AgentPPO"]
 TASK_SETTINGS = {"Taxi-v4": ["if_action_mask=True"]}  # the settings our runs of a task add to their defaults
 MASKED_PEERS = {"PPO": "MaskablePPO"}  # a family's peer on a task with masks
 FAMILY = {"AgentDQN": "DQN", "AgentDoubleDQN": "DQN", "AgentD3QN": "DQN", "AgentDiscretePPO": "PPO", "AgentPPO": "PPO",
