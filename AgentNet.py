@@ -113,7 +113,7 @@ class ImageEncoder(nn.Module):
 
     # Each size's conv layers as (out_channels, kernel, stride), the width of the Linear-ReLU after them, and the factor
     # that scales the stored values into [0, 1]. Nature DQN (Mnih et al. 2015, Methods) for Atari's 84x84 grey frame
-    # stacks, and for CarRacing-v3's 96x96 RGB frames too (an 8x8 map after its convs), as SB3's NatureCNN is for the RL
+    # stacks, and for CarRacing-v3's 96x96 frames too (an 8x8 map after its convs), as SB3's NatureCNN is for the RL
     # zoo's CarRacing entry; MinAtar's 10x10xC grids of 0/1 channels (bool: no scaling), Young & Tian arXiv:1903.03176,
     # section 4: one conv layer of 16 3x3 filters, stride 1, then 128 units.
     nature_dqn = dict(convs=((32, 8, 4), (64, 4, 2), (64, 3, 1)), width=512, scale=1 / 255)

@@ -87,7 +87,7 @@ class Arguments:
     agent: str | type = "AgentSAC"  # an agent class of AgentZoo, or its name
     env: str | gym.Env = "LunarLanderContinuous-v3"  # a gymnasium id, or an Env instance with flat Box observations
     # or a goal env's Dict ones (GoalObservation); images: ALE/<Game>-v5 (pip install ale-py), MinAtar/<Game>-v1 (pip
-    # install minatar), CarRacing-v3 (AgentNet.ImageEncoder)
+    # install minatar), CarRacing-v3 (make_car_racing_env; AgentNet.ImageEncoder)
     cwd: str | None = None  # working directory for outputs; None -> ./{AgentName}_{EnvName}_{seed}
     seed: int = 0  # seeds torch, numpy and the environments
     num_threads: int = 1  # torch threads; small networks on a small CPU run fastest on one, > 0
@@ -692,7 +692,7 @@ REPLAY_FRAME_BYTES = 8 * 2 ** 30  # what a default replay of images may hold: 8 
 def replay_capacity(env_info: "EnvInfo", default: int, states_per_entry: int = 0) -> int:
     """The default replay capacity on images: the agent's, or the largest power of 2 of entries whose frames fit
     REPLAY_FRAME_BYTES. A transition keeps one frame (FrameStacks): Atari's and MinAtar's 2^20 (7.4 GB, 0.4 GB),
-    CarRacing's 2^18 (7.2 GB); an R2D2 sequence keeps states_per_entry whole states (its states and bootstrap states):
+    CarRacing's grey frames 2^19 (4.8 GB; an instance's RGB ones 2^18, 7.2 GB); an R2D2 sequence keeps states_per_entry whole states (its states and bootstrap states):
     on Atari 2^12 sequences of 30 steps (6.9 GB)."""
     state = math.prod(env_info.state_dim) * env_info.state_dtype.itemsize
     entry = states_per_entry * state if states_per_entry else state // env_info.frame_stack
@@ -2126,7 +2126,39 @@ def make_minatar_env(env_id: str, **kwargs) -> gym.Env:
     return gym.make(env_id, max_episode_steps=MINATAR_MAX_STEPS, **kwargs)
 
 
-PIXEL_MAKERS = {"ALE/": make_atari_env, "MinAtar/": make_minatar_env}  # env ids by prefix, and who makes them
+class ActionRepeat(gym.Wrapper):
+    """Each action held for `repeat` frames, their rewards summed; an episode that ends in between ends the step."""
+
+    def __init__(self, env: gym.Env, repeat: int):
+        super().__init__(env)
+        self.repeat = repeat
+
+    def step(self, action):
+        total = 0.0
+        for _ in range(self.repeat):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        return obs, total, terminated, truncated, info
+
+
+def make_car_racing_env(env_id: str, **kwargs) -> gym.Env:
+    """CarRacing-v3 (gymnasium's box2d extra) as the RL zoo's PPO entry prepares it: each action held 2 frames
+    (ActionRepeat), frames grey, the last 2 stacked: (2, 96, 96) uint8 (the zoo also shrinks them to 64x64, with
+    OpenCV). A race is still 1,000 frames (500 steps) and its return the game's. Gas and brake take the agents'
+    actions above 0 (a negative one is none, as SB3 clips actions to the bounds), so that the neutral action 0 coasts:
+    rescaled linearly from [-1, 1], it would hold half gas and half brake, and the car would hardly move."""
+    env = gym.make(env_id, **kwargs)
+    pedals = np.array([-1.0, 0.0, 0.0], np.float32)  # steering keeps [-1, 1]; gas and brake [0, 1] from above 0
+    env = gym.wrappers.TransformAction(env, lambda action: np.maximum(action, pedals),
+                                       gym.spaces.Box(-1.0, 1.0, (3,), np.float32))
+    env = gym.wrappers.GrayscaleObservation(ActionRepeat(env, 2), keep_dim=False)  # (96, 96)
+    return gym.wrappers.FrameStackObservation(env, 2)
+
+
+# env ids by prefix, and who makes them
+PIXEL_MAKERS = {"ALE/": make_atari_env, "MinAtar/": make_minatar_env, "CarRacing-": make_car_racing_env}
 
 
 def make_pixel_env(env_id: str, frame_stack: int | None = None, **kwargs) -> gym.Env:

@@ -201,12 +201,16 @@ def test_atari_like_env_gets_the_frame_buffer(tmp_path):
 
 
 def test_default_replay_of_large_images_fits_8_gib():
-    """CarRacing-v3's 96x96x3 frames: 2^18 transitions by default (7.2 GB of frames), not 2^20 (29 GB, which this
-    machine could not even allocate); a max_memo the user sets stands."""
-    env_info = prepare_env("CarRacing-v3")[1]
-    args = Arguments(agent="AgentInterSAC", env="CarRacing-v3")
+    """CarRacing-v3's 96x96x3 frames (an instance's, as it comes): 2^18 transitions by default (7.2 GB of frames), not
+    2^20 (29 GB, which this machine could not even allocate); a max_memo the user sets stands. Its id's two grey
+    96x96 frames store one frame a transition: 2^19 (4.8 GB)."""
+    env_info = prepare_env(gym.make("CarRacing-v3"))[1]
+    args = Arguments(agent="AgentInterSAC", env=gym.make("CarRacing-v3"))
     args.resolve(env_info)
     assert args.max_memo == 2 ** 18
+    args = Arguments(agent="AgentInterSAC", env="CarRacing-v3")
+    args.resolve(prepare_env("CarRacing-v3")[1])
+    assert args.max_memo == 2 ** 19
     args = Arguments(agent="AgentInterSAC", env="CarRacing-v3", max_memo=2 ** 10)
     args.resolve(env_info)
     assert args.max_memo == 2 ** 10

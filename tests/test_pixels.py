@@ -273,14 +273,39 @@ def test_minatar_env_builds_and_steps():
 
 
 def test_car_racing_takes_the_continuous_on_policy_agents():
-    """CarRacing-v3's (96, 96, 3) RGB frames and Box actions: PPO takes them, SAC (whose critic meets the action in its
-    first layer) is refused with the agents that do."""
+    """CarRacing-v3's (96, 96, 3) RGB frames (an instance's, as it comes) and its id's two grey frames, and Box actions:
+    PPO takes them, SAC (whose critic meets the action in its first layer) is refused with the agents that do."""
     pytest.importorskip("Box2D")
+    raw_info = prepare_env(gym.make("CarRacing-v3"))[1]
+    assert raw_info.state_dim == (96, 96, 3) and raw_info.state_dtype == torch.uint8 and not raw_info.if_discrete
+    Arguments(agent="AgentPPO", env=gym.make("CarRacing-v3")).resolve(raw_info)
     env_info = prepare_env("CarRacing-v3")[1]
-    assert env_info.state_dim == (96, 96, 3) and env_info.state_dtype == torch.uint8 and not env_info.if_discrete
+    assert env_info.state_dim == (2, 96, 96) and env_info.state_dtype == torch.uint8 and env_info.frame_stack == 2
     Arguments(agent="AgentPPO", env="CarRacing-v3").resolve(env_info)
     with pytest.raises(ValueError, match=r"AgentSAC does not take image observations.*AgentPPO"):
         Arguments(agent="AgentSAC", env="CarRacing-v3").resolve(env_info)
+
+
+def test_car_racing_id_coasts_at_the_neutral_action_and_holds_each_action_two_frames():
+    """The id's actions (AgentRun.make_car_racing_env): the agents' [-1, 1] box on every axis, gas and brake taken from
+    above 0 (a negative pedal is none), so the neutral action neither brakes nor accelerates; each step two frames,
+    so a race of 1,000 frames ends at step 500."""
+    pytest.importorskip("Box2D")
+    env, env_info = build_env("CarRacing-v3")
+    assert env_info.action_dim == 3 and np.all(env.action_space.low == -1) and np.all(env.action_space.high == 1)
+    env.reset(seed=0)
+    wheels = env.unwrapped.car.wheels
+    env.step(np.array([0.0, 0.0, 0.0], np.float32))
+    assert all(wheel.brake == 0 and wheel.gas == 0 for wheel in wheels)  # linearly rescaled: half gas, half brake
+    env.step(np.array([0.0, -1.0, 0.7], np.float32))
+    assert all(wheel.brake == pytest.approx(0.7) for wheel in wheels) and wheels[2].gas == 0
+    env.step(np.array([0.0, 0.5, -1.0], np.float32))
+    assert all(wheel.brake == 0 for wheel in wheels) and wheels[2].gas > 0
+    steps, ended = 3, False
+    while not ended:
+        ended = any(env.step(np.array([0.0, 0.0, 1.0], np.float32))[2:4])
+        steps += 1
+    assert steps == 500 and round(env.unwrapped.t * 50) == 1 + 1000  # reset's frame, then 1,000 at 50 a second
 
 
 # ---- refused ----
