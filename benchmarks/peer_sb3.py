@@ -28,8 +28,8 @@ from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_m
 from sb3_contrib.common.wrappers import ActionMasker
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from AgentRun import (NO_VELOCITY, ROBOTICS_PREFIXES, TARGET_RETURN_WITHOUT_THRESHOLD, Arguments,  # noqa: E402
-                      Evaluator, make_robotics_env, prepare_env)
+from AgentRun import (NO_VELOCITY, ROBOTICS_PREFIXES, TARGET_RETURN_WITHOUT_THRESHOLD, ActionRepeat,  # noqa: E402
+                      Arguments, Evaluator, make_robotics_env, prepare_env)
 
 ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3, "TRPO": TRPO,
          "MaskablePPO": MaskablePPO, "RecurrentPPO": RecurrentPPO}
@@ -160,26 +160,10 @@ def atari_envs(env_id: str, n_envs: int, seed: int, if_eval: bool):
     return VecFrameStack(env, n_stack=4)
 
 
-class FrameSkip(gym.Wrapper):
-    """Each action repeated `skip` frames, their rewards summed (the zoo's rl_zoo3.wrappers.FrameSkip)."""
-
-    def __init__(self, env: gym.Env, skip: int):
-        super().__init__(env)
-        self.skip = skip
-
-    def step(self, action):
-        total = 0.0
-        for _ in range(self.skip):
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            total += float(reward)
-            if terminated or truncated:
-                break
-        return obs, total, terminated, truncated, info
-
-
 def car_racing_frames(env: gym.Env) -> gym.Env:
-    """The zoo's CarRacing-v3 env_wrapper: each action 2 frames, 64x64 grey frames (channel kept)."""
-    return gym.wrappers.GrayscaleObservation(gym.wrappers.ResizeObservation(FrameSkip(env, 2), (64, 64)), keep_dim=True)
+    """The zoo's CarRacing-v3 env_wrapper: each action 2 frames (its FrameSkip, which ActionRepeat is), 64x64 grey frames
+    (channel kept)."""
+    return gym.wrappers.GrayscaleObservation(gym.wrappers.ResizeObservation(ActionRepeat(env, 2), (64, 64)), keep_dim=True)
 
 
 def car_racing_envs(env_id: str, n_envs: int, seed: int, if_eval: bool):
