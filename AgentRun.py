@@ -1128,29 +1128,16 @@ def as_gymnasium(env):
 
 def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False,
                 frame_stack: int | None = None) -> tuple[gym.Env, EnvInfo]:
-    """Make the env (an ALE/ id's frames stacked frame_stack deep), check its spaces, flatten a goal env's observations
-    (GoalObservation; if_record_ends for it) or others (flat_observations; with if_action_mask, ActionMaskObservation,
-    its mask of legal actions at the end), and rescale Box actions from the agents' [-1, 1] to its bounds
-    (agent_actions)."""
-    if frame_stack is not None and not (isinstance(env, str) and env.startswith("ALE/")):
-        what = env if isinstance(env, str) else "an env instance"
-        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for {what}: it sets how many frames the states "
-                           f"of an ALE/<Game>-v5 id stack (MinAtar's grids are one frame already; an instance comes "
-                           f"stacked as it was made); leave frame_stack None")
-    if isinstance(env, str) and is_mpe2_id(env):
-        env = make_mpe2_env(env)
-    elif isinstance(env, str) and env.startswith(tuple(PIXEL_MAKERS)):
-        env = make_pixel_env(env, frame_stack)
-    elif isinstance(env, str):
-        try:
-            env = gym.make(env)
-        except gym.error.Error as error:
-            if env.startswith(ROBOTICS_PREFIXES):
-                return prepare_env(make_robotics_env(env), if_record_ends)
-            raise RefusedError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
-                               f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
-                               f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
-                               f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
+    """Make the env of an id (make_env_of_id; an ALE/ id's frames stacked frame_stack deep), check its spaces, flatten a
+    goal env's observations (GoalObservation; if_record_ends for it) or others (flat_observations; with if_action_mask,
+    ActionMaskObservation, its mask of legal actions at the end), and rescale Box actions from the agents' [-1, 1] to
+    its bounds (agent_actions)."""
+    if isinstance(env, str):
+        env = make_env_of_id(env, frame_stack)
+    elif frame_stack is not None:
+        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for an env instance, which comes stacked as it "
+                           f"was made: it sets how many frames the states of an ALE/<Game>-v5 id stack; leave frame_stack "
+                           f"None")
     env = as_gymnasium(env)
     if not isinstance(env, gym.Env):
         raise RefusedTypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel env), got "
@@ -1179,6 +1166,27 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
                         hasattr(env.unwrapped, "possible_agents"), num_agents,
                         torch.from_numpy(np.empty(0, obs_space.dtype)).dtype if is_image(state_dim) else torch.float32,
                         stacked_frames(env) if is_image(state_dim) else 1)
+
+
+def make_env_of_id(env_id: str, frame_stack: int | None = None):
+    """The env of an id: mpe2's (a PettingZoo env), a pixel env's (PIXEL_MAKERS; frame_stack for ALE/ ids only),
+    gymnasium's registry, or gymnasium-robotics' (registered on first use); an unknown id refused."""
+    if frame_stack is not None and not env_id.startswith("ALE/"):
+        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for {env_id}: it sets how many frames the states "
+                           f"of an ALE/<Game>-v5 id stack (MinAtar's grids are one frame already); leave frame_stack None")
+    if is_mpe2_id(env_id):
+        return make_mpe2_env(env_id)
+    if env_id.startswith(tuple(PIXEL_MAKERS)):
+        return make_pixel_env(env_id, frame_stack)
+    try:
+        return gym.make(env_id)
+    except gym.error.Error as error:
+        if env_id.startswith(ROBOTICS_PREFIXES):
+            return make_robotics_env(env_id)
+        raise RefusedError(f"unknown environment id {env_id!r} ({error}); pass a registered gymnasium id such as "
+                           f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
+                           f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
+                           f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
 
 
 def stacked_frames(env: gym.Env) -> int:
