@@ -405,6 +405,30 @@ class CriticTwinShared(nn.Module):
         return self.q1(hidden).squeeze(1), self.q2(hidden).squeeze(1)
 
 
+class CriticQuantiles(nn.Module):
+    """num_critics independent networks, each of which approximates the distribution of Q(s, a) by num_quantiles atoms
+    at the fractions (2i + 1) / (2 num_quantiles) (TQC, Kuznetsov et al. arXiv:2005.04269, section 4.1). Its one Q
+    head, the mean of every atom, is what the actor maximises (TQC paper, eq. 13)."""
+
+    num_critics, num_quantiles = 2, 25  # the sb3-contrib defaults with which rl-baselines3-zoo trains TQC
+
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
+        super().__init__()
+        self.state_norm = nn.Identity()
+        self.nets = nn.ModuleList(mlp(net_dim, state_dim + action_dim, self.num_quantiles)
+                                  for _ in range(self.num_critics))
+
+    def get_quantiles(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        state_action = torch.cat((self.state_norm(state), action), dim=1)
+        return torch.stack([net(state_action) for net in self.nets], dim=1)  # (batch, num_critics, num_quantiles)
+
+    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.get_quantiles(state, action).mean(dim=(1, 2))  # (batch,)
+
+    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (self(state, action),)
+
+
 class CriticEncoded(nn.Module):
     """Q(s, a) on encoded states: a state encoder, shaped as the first layer of the actors' nets (one Linear-ReLU
     layer; on images their ImageEncoder), whose features meet the action in the trunk. AgentInterAC gives it the

@@ -71,15 +71,15 @@ SUITE = {  # the benchmark tasks (shared/BENCH.md, and Acrobot-v1) and our agent
                     "AgentDiscretePPO", "AgentDiscreteA2C", "AgentDiscreteA3C", "AgentDiscreteVPG", "AgentDiscreteTRPO",
                     "AgentDiscreteACKTR", "AgentACER"],
     "Acrobot-v1": ["AgentD3QN", "AgentRainbow", "AgentDiscreteSAC", "AgentACER"],
-    "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentInterAC", "AgentPPO",
+    "Pendulum-v1": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentTQC", "AgentInterSAC", "AgentInterAC", "AgentPPO",
                     "AgentVPG", "AgentTRPO", "AgentACKTR"],
     "LunarLander-v3": ["AgentD3QN", "AgentRainbow", "AgentApeX", "AgentDiscreteSAC", "AgentDiscretePPO"],
-    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentInterAC", "AgentPPO",
+    "LunarLanderContinuous-v3": ["AgentTD3", "AgentSAC", "AgentModSAC", "AgentTQC", "AgentInterSAC", "AgentInterAC", "AgentPPO",
                                  "AgentTRPO"],
     "FetchReach-v4": ["AgentDDPG", "AgentTD3", "AgentSAC"],  # goal env: hindsight replay (needs gymnasium-robotics)
     # its reward needs exploration that keeps a direction: the pink random warm-up (random_beta) of the off-policy agents
-    "MountainCarContinuous-v0": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentInterAC"],
-    "BipedalWalker-v3": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentInterSAC", "AgentPPO", "AgentA2C", "AgentVPG",
+    "MountainCarContinuous-v0": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentTQC", "AgentInterSAC", "AgentInterAC"],
+    "BipedalWalker-v3": ["AgentDDPG", "AgentTD3", "AgentSAC", "AgentModSAC", "AgentTQC", "AgentInterSAC", "AgentPPO", "AgentA2C", "AgentVPG",
                          "AgentTRPO", "AgentACKTR", "AgentA3C"],
 }
 # Taxi's mask of legal actions (info["action_mask"]; issue 44), for our agents and sb3-contrib's MaskablePPO alike

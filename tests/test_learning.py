@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ("AgentDDPG", "Pendulum-v1", -250, 12_000),  # 10_000 of them random (train_defaults: random_steps)
     ("AgentTD3", "Pendulum-v1", -250, 16_000),  # TD3 keeps the paper's learning rate, tau and batch: slower here
     ("AgentModSAC", "Pendulum-v1", -250, 16_000),
+    ("AgentTQC", "Pendulum-v1", -250, 16_000),
     ("AgentInterSAC", "Pendulum-v1", -250, 16_000),
     ("AgentInterAC", "Pendulum-v1", -250, 12_000),
     ("AgentDiscretePPO", "CartPole-v1", 475, 60_000),
