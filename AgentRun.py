@@ -157,7 +157,7 @@ class Arguments:
     if_state_norm: bool | None = None  # True: networks standardise states by the running mean and std of the explored
     #   ones (AgentNet.StateNorm), saved with every network (actor.pt too); None: the agent's default
     if_clip_reward: bool | None = None  # the agents that take images: True learns from the rewards' signs (DQN paper),
-    #   while evaluation and recorder.csv report the raw score; None: True on ALE/ ids, else False
+    #   while evaluation and recorder.csv report the raw score; None: True on ALE/ ids (not R2D2's), else False
     frame_stack: int | None = None  # ALE/ ids: the last frames a state stacks, >= 1; None: 4 (the DQN paper's); 1 shows
     #   one frame, so that what moves is left to a recurrent agent's memory (R2D2); other envs' states stay as they come
     if_action_mask: bool | None = None  # discrete agents (not ACER's, not a team's): True appends the env's mask of legal
@@ -248,7 +248,7 @@ class Arguments:
             self.explore_rate = 0.0
         if self.if_multiprocess is False and self.num_workers is None:  # a serial run's one explorer (AgentApeX: 2)
             self.num_workers = 1
-        if self.if_clip_reward is None and "if_clip_reward" in own_settings:  # Atari's scores: the DQN paper's clip
+        if self.if_clip_reward is None and own_settings.get("if_clip_reward", False) is None:  # Atari's: DQN's clip
             self.if_clip_reward = env_info.env_name.startswith("ALE/")
         if_image_replay = self.max_memo is None and self.agent.if_off_policy and is_image(env_info.state_dim)
         for name, value in own_settings.items():
@@ -1329,8 +1329,10 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
 
     def make_pool(self, seed: int):
         import envpool  # optional; Arguments.check_env_backend said how to install it
+        # its own limit one step past the spec's, which step() applies: EnvPool reports a termination on its limit step
+        # as a truncation only (trunc = done and elapsed >= limit), and the agents would bootstrap from a terminal state
         pool = envpool.make_gymnasium(self.env_id, num_envs=self.num_envs, batch_size=self.num_envs, num_threads=1,
-                                      seed=seed)
+                                      seed=seed, max_episode_steps=self.spec.max_episode_steps + 1)
         with warnings.catch_warnings():  # EnvPool builds its spaces on first use (its own reset's too), and the float64
             warnings.simplefilter("ignore", UserWarning)  # bounds it gives its float32 Boxes warn: built here, quietly
             pool.observation_space, pool.action_space  # noqa: B018
@@ -1343,7 +1345,8 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         return self.pool.reset()[0], {}
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        obs, reward, terminated, truncated, _ = self.pool.step(actions)
+        obs, reward, terminated, _, info = self.pool.step(actions)
+        truncated = info["elapsed_step"] >= self.spec.max_episode_steps  # as gymnasium's TimeLimit, beside terminated
         ended = terminated | truncated
         info = {}
         if ended.any():
@@ -2459,14 +2462,14 @@ def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, re
         raise RefusedError(f"episodes={episodes} is not accepted: episodes must be an integer > 0")
     config = read_run(cwd, "replay")
     try:  # the first episode is shown
-        envs = [prepare_env(env_from_config(config["env"], config.get("frame_stack"),
-                                            render_mode=REPLAY_RENDERS[render] if i == 0 else None),
-                            if_action_mask=bool(config.get("if_action_mask")))[0]
-                for i in range(episodes or config["eval_times"])]
+        prepared = [prepare_env(env_from_config(config["env"], config.get("frame_stack"),
+                                                render_mode=REPLAY_RENDERS[render] if i == 0 else None),
+                                if_action_mask=bool(config.get("if_action_mask")))
+                    for i in range(episodes or config["eval_times"])]
     except gym.error.Error as error:
         raise RefusedError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
                            f"({error}); replay works for runs of registered environments") from None
-    env_info = prepare_env(envs[0], if_action_mask=bool(config.get("if_action_mask")))[1]
+    envs, env_info = [env for env, _ in prepared], prepared[0][1]
     agent = saved_agent(cwd, config, env_info)
     for i, env in enumerate(envs):
         env.reset(seed=config["seed"] + i)
@@ -2768,8 +2771,12 @@ def plot_runs(dirs: list[str], value: str = "avg_return", x: str = "both", smoot
 # ---- entry points ----
 
 
-def resume(cwd: str, **overrides) -> dict:
+def resume(cwd: str, /, **overrides) -> dict:
     """Continue the run in cwd from its checkpoint with its config.json, overrides (e.g. max_time) on top."""
+    fixed = [key for key in ("cwd", "if_resume", "if_remove") if key in overrides]
+    if fixed:
+        raise RefusedError(f"resume= continues the run in {cwd} from its checkpoint: {', '.join(f'{key}=' for key in fixed)} "
+                           f"is not accepted beside it; copy the directory and resume the copy to continue elsewhere")
     config_path = os.path.join(cwd, "config.json")
     if not os.path.isfile(config_path):
         raise MissingRunError(f"resume needs {config_path}, the settings of the run to continue")

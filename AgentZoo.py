@@ -465,7 +465,8 @@ class FrameStacks:
         states, next_states = (x.cpu().reshape(-1, n, self.stack, *self.frames.shape[1:]) for x in (states, next_states))
         steps = states.shape[0]
         continues = equal_rows(states[1:, :, :-1], states[:-1, :, 1:]).T.tolist()  # (N, T - 1): state t + 1 of t
-        n_on = equal_rows(next_states[:steps - n_step], states[n_step:]).T.tolist()  # next state t is state t + n_step
+        # next state t is state t + n_step (none where the round is shorter than n_step)
+        n_on = equal_rows(next_states[:max(0, steps - n_step)], states[n_step:]).T.tolist()
         sources = []  # each new frame's (stacks: 0 states, 1 next states; step; env; place in the stack)
         state_stamps, next_stamps = [], []  # (N, T, S) lists
         for env in range(n):
@@ -878,7 +879,8 @@ class AgentBase:
     # update_state_norm); a hyperparameter of the agents whose hyper_defaults name it
     if_state_norm = False
     # True: learning takes the sign of every reward (learned_reward), the evaluation the raw score; a hyperparameter of
-    # the agents that take images (if_image_states), whose hyper_defaults name it
+    # the agents that take images (if_image_states), whose hyper_defaults name it: None there clips on ALE/ ids only
+    # (Arguments.resolve), the papers' Atari setting; R2D2's False never clips
     if_clip_reward = False
     # True: its networks take image observations (state_dim an image's shape: AgentNet.ImageEncoder)
     if_image_states = False
@@ -1257,7 +1259,7 @@ class AgentDQN(AgentOffPolicy):
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1,
                                                      if_noisy=False,  # noisy layers (NoisyLinear) explore instead
                                                      if_action_mask=False,
-                                                     if_clip_reward=False)  # learn from the rewards' signs
+                                                     if_clip_reward=None)  # learn from the rewards' signs
     net_keywords = ("if_noisy",)  # the hyperparameters that cri_class takes
     # num_envs 8: one policy call acts for 8 envs, cheaper per transition (History/UPDATE_LOG.md, 2026-11-23)
     train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, repeat_times=0.5, num_envs=8,
@@ -1660,7 +1662,7 @@ class AgentDiscreteSAC(AgentSAC):
     train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
     # a categorical policy samples actions, not noise
     hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items()
-                      if name not in ("noise_beta", "random_beta")} | dict(if_action_mask=False, if_clip_reward=False)
+                      if name not in ("noise_beta", "random_beta")} | dict(if_action_mask=False, if_clip_reward=None)
     # of the uniform policy's entropy log(action_dim); the paper's 0.98 ran alpha away, and with the entropy kept out of
     # the target (get_next_q) 0.6 solved more LunarLander-v3 seeds than 0.3 (History/UPDATE_LOG.md, 2026-11-24)
     target_entropy_share = 0.6
@@ -1723,7 +1725,7 @@ class AgentOnPolicy(AgentBase):
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
                           entropy_coef=0.0,  # weight of the entropy bonus; the Gaussian's learned std explores
                           if_state_norm=False,  # standardised states (AgentNet.StateNorm)
-                          if_clip_reward=False)  # learn from the rewards' signs (learned_reward)
+                          if_clip_reward=None)  # learn from the rewards' signs (learned_reward)
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
     target_kl = None  # PPO's early stop of a round's epochs (update_minibatches); a hyperparameter of the PPO family
@@ -2127,7 +2129,8 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
       refreshes the stale stored state, section 3), then through its training steps, whose Q of the actions taken are
       regressed onto n-step double-Q targets in the rescaled space, h(G + discount * h^-1(Q_target(s', argmax_a
       Q(s', a)))) (value_rescale; section 2.3), the loss masked to the sequence's own episode; the replayed sequence's
-      priority is eta * max + (1 - eta) * mean of its absolute TD errors (sequence_priority);
+      priority is eta * max + (1 - eta) * mean of its absolute TD errors (sequence_priority). h learns raw scores, so
+      R2D2 clips no rewards, on Atari either (if_clip_reward False: a 7-point brick counts 7);
     - evaluating: greedy from the memory that reset_memory zeroes per episode (RecurrentActing).
     Sizes scaled down from the paper's 80 + 40 burn-in to CartPole-length tasks. The serial and multiprocess loops
     (an explorer process sends each step with the memory it received), without state normalisation or masks of legal
@@ -2144,7 +2147,8 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
                        if name not in ("if_noisy", "if_action_mask", "if_state_norm")}
                       # h rescales the values instead of reward_scale; 5-step returns as the paper's n (Table 2);
                       # DQN's 1e-3 left a seed of CartPoleNoVel-v1 below 475 (History/UPDATE_LOG.md, 2026-11-26)
-                      | dict(reward_scale=1.0, n_step=5, learning_rate=5e-4,
+                      # h is there so that raw scores can be learned: no clip (Pohlen et al. arXiv:1805.11593)
+                      | dict(reward_scale=1.0, n_step=5, learning_rate=5e-4, if_clip_reward=False,
                              seq_len=20,  # training steps of a replayed sequence (paper: 80)
                              burn_in=10))  # steps before them that only refresh the stored memory (paper: 40)
     # batch_size and max_memo count sequences; if_per and her_k are not its: its replay is always prioritized sequences

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, RefusedError, export, prepare_env, train_and_evaluate
+from AgentRun import Arguments, RefusedError, export, prepare_env, replay, train_and_evaluate
 from AgentZoo import AgentC51, AgentDiscretePPO, AgentDiscreteSAC, AgentDoubleDQN, AgentDQN, AgentRainbow
 from envs import MaskedEnv
 
@@ -119,6 +119,15 @@ def test_an_exported_masked_policy_acts_on_legal_actions_without_the_library(tmp
             f"print(policy(torch.as_tensor(numpy.load({str(tmp_path / 'states.npy')!r}))).tolist())")
     actions = eval(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert all(states[i, -6:][action] == 1 for i, action in enumerate(actions))
+
+
+def test_a_masked_run_replays_with_the_mask_once(tmp_path):
+    """replay= prepares the env once: its states end with one mask (Taxi-v4: 500 + 6 inputs), as they did in training."""
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="Taxi-v4", if_action_mask=True, break_step=512,
+                                 eval_times=1, cwd=cwd))
+    result = replay(cwd, episodes=2, render="none")
+    assert result["avg_length"] > 0 and np.isfinite(result["avg_return"])
 
 
 @pytest.mark.parametrize("make_env, agent, message", [

@@ -1,6 +1,7 @@
 """EnvPool as the explorer's backend (env_backend="envpool", issue 45): its copies step as gymnasium's do, transition by
 transition; an ended copy resets in the same step with its final observation in info; Box actions are rescaled to the
 task's bounds; the seed decides the copies; the loops learn with it; what it cannot step is refused."""
+import dataclasses
 import math
 
 import gymnasium as gym
@@ -41,6 +42,24 @@ def test_cartpole_copies_step_as_gymnasium_and_reset_in_the_step_that_ends_them(
         ends += int(ended.sum())
         state = next_state
     assert ends >= 10
+
+
+def test_an_episode_that_terminates_on_its_limit_step_is_terminated(monkeypatch):
+    """EnvPool reports a termination on the time limit's step as truncated only (trunc = done and elapsed >= limit);
+    gymnasium's TimeLimit says both, and the agents must not bootstrap from that terminal state. Pushed left from seed
+    0, EnvPool's CartPole falls at step 8: with a limit of 8 the last step terminates and truncates; with 9 it only
+    terminates, and with 7 the episode is cut before the fall."""
+    for limit, expected in ((8, (True, True)), (9, (True, False)), (7, (False, True))):
+        spec = dataclasses.replace(gym.spec("CartPole-v1"), max_episode_steps=limit)
+        monkeypatch.setattr(gym, "spec", lambda env_id: spec)
+        env = EnvPoolVectorEnv("CartPole-v1", 1)
+        env.reset(seed=0)
+        for step in range(1, 10):
+            terminated, truncated = env.step(np.zeros(1, dtype=np.int64))[2:4]
+            if terminated[0] or truncated[0]:
+                break
+        assert (bool(terminated[0]), bool(truncated[0])) == expected and step == min(limit, 8)
+        env.close()
 
 
 def test_pendulum_actions_are_rescaled_and_time_limits_truncate():

@@ -268,6 +268,14 @@ def test_command_line_is_a_function(tmp_path):
     assert AgentRun.main([f"resume={cwd}", "break_step=1024"])["stop_reason"] == "reached break_step 1024"
 
 
+@pytest.mark.parametrize("key", ["cwd", "if_resume", "if_remove"])
+def test_resume_refuses_the_keys_it_sets_itself(key, tmp_path):
+    """resume= continues the run in its own directory: cwd=, if_resume= and if_remove= beside it are refused by name,
+    as replay= and export= refuse keys they do not take (not a TypeError)."""
+    with pytest.raises(AgentRun.RefusedError, match=rf"resume= continues the run in {tmp_path}.*{key}= is not accepted"):
+        AgentRun.main([f"resume={tmp_path}", f"{key}={tmp_path / 'other' if key == 'cwd' else True}"])
+
+
 def test_gymnasium_robotics_env_without_the_package_names_the_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "gymnasium_robotics", None)  # import fails as where it is not installed
     monkeypatch.delitem(gym.envs.registry, "FetchReach-v4", raising=False)  # as if it had never registered its ids

@@ -260,6 +260,20 @@ def test_frame_stack_of_other_envs_refused():
         prepare_env("ALE/Pong-v5", frame_stack=0)
 
 
+@pytest.mark.parametrize("agent, if_clip_reward", [("AgentR2D2", False), ("AgentDQN", True), ("AgentRainbow", True),
+                                                    ("AgentApeX", True), ("AgentDiscreteSAC", True),
+                                                    ("AgentDiscretePPO", True), ("AgentDiscreteA2C", True)])
+def test_r2d2_learns_atari_scores_unclipped_where_the_others_clip_them_by_default(agent, if_clip_reward):
+    """R2D2's value rescaling h (Pohlen et al. arXiv:1805.11593) is there so that raw scores can be learned; the DQN
+    papers (Mnih et al. 2015; C51, Rainbow, Ape-X), A3C and PPO on Atari clip them to their signs."""
+    pytest.importorskip("ale_py")
+    pytest.importorskip("cv2")
+    env_info = prepare_env("ALE/Breakout-v5")[1]
+    args = Arguments(agent=agent, env="ALE/Breakout-v5")
+    args.resolve(env_info)
+    assert args.if_clip_reward is if_clip_reward
+
+
 def test_minatar_env_builds_and_steps():
     pytest.importorskip("minatar")
     env, env_info = prepare_env("MinAtar/Breakout-v1")
