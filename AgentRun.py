@@ -242,6 +242,12 @@ class Arguments:
                 raise RefusedError(f"{name}={getattr(self, name)!r} is not accepted: {self.agent.__name__} has no "
                                    f"{name} (only {users} have it); {self.agent.__name__}'s own settings are "
                                    f"{', '.join(sorted(own_settings))}")
+        if self.common_reward is None and own_settings.get("common_reward") and is_competing_team(env_info.env_name):
+            selfish = ", ".join(name for name, cls in AGENT_CLASSES.items() if cls.if_agent_rewards)
+            raise RefusedError(f"{self.agent.__name__} learns one value of the team's common reward, the sum of every "
+                               f"agent's; the agents of {env_info.env_name} compete (adversaries against the others), so "
+                               f"that sum would train each side to help the other: pass common_reward=True to learn it "
+                               f"anyway, or use an agent that learns from each agent's own reward ({selfish})")
         if self.her_k is None and "her_k" in own_settings and not env_info.goal_dim:  # relabelling needs goals
             self.her_k = 0
         if self.if_noisy and self.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
@@ -2394,6 +2400,14 @@ class MultiAgentEnv(gym.Env):
 def is_mpe2_id(env_id: str) -> bool:
     """Whether an id names an mpe2 env: "mpe2/<name>", or a bare name of one ("simple_spread_v3")."""
     return env_id.startswith("mpe2/") or re.fullmatch(r"(simple\w*|collect_treasure)_v\d+", env_id) is not None
+
+
+# the mpe2 envs whose agents compete: the adversaries' rewards are the other agents' losses
+COMPETING_MPE2 = ("simple_tag", "simple_adversary", "simple_push", "simple_crypto", "simple_world_comm")
+
+
+def is_competing_team(env_name: str) -> bool:
+    return env_name.removeprefix("mpe2/").rpartition("_v")[0] in COMPETING_MPE2
 
 
 def make_mpe2_env(env_id: str, **kwargs) -> gym.Env:

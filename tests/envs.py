@@ -130,6 +130,22 @@ class MatrixGame(ParallelEnv):
                 {agent: True for agent in agents}, {agent: False for agent in agents}, {agent: {} for agent in agents})
 
 
+class ContinuousMatrixGame(MatrixGame):
+    """MatrixGame's one step with an action in [-1, 1] each: the team gets 1 - (a0 - 0.5)^2 - (a1 + 0.5)^2, half to
+    each agent; 1 at (0.5, -0.5), 0.5 where both act 0 (an untrained Gaussian policy's mean)."""
+
+    def __init__(self):
+        super().__init__([[0.0]])
+
+    def action_space(self, agent):
+        return gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def step(self, actions):
+        a0, a1 = float(actions["agent_0"][0]), float(actions["agent_1"][0])
+        self.payoff = np.array([[1.0 - (a0 - 0.5) ** 2 - (a1 + 0.5) ** 2]], np.float32)
+        return super().step({"agent_0": 0, "agent_1": 0})
+
+
 CLIMBING_GAME = [[11, -30, 0], [-30, 7, 6], [0, 0, 5]]  # Claus and Boutilier (1998): optimum 11 at (0, 0)
 
 

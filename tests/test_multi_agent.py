@@ -13,7 +13,7 @@ from AgentNet import MonotonicMixer, QMixNet
 from AgentRun import Arguments, build_env, prepare_env, replay, resume, train_and_evaluate
 from AgentZoo import (AgentCOMA, AgentDiscreteMADDPG, AgentDiscreteMAPPO, AgentMADDPG, AgentMAPPO, AgentQMIX, AgentQTRAN,
                       AgentVDN, ReplayBuffer, RolloutBuffer)
-from envs import CLIMBING_GAME, MatrixGame
+from envs import CLIMBING_GAME, ContinuousMatrixGame, MatrixGame
 from test_resume import assert_learned_state, assert_same, saves_and_restores  # noqa: F401 (a fixture)
 
 
@@ -135,6 +135,17 @@ def test_a_team_coordinates_on_one_of_two_optima(tmp_path, agent, steps, monkeyp
     monkeypatch.setattr(AgentZoo, "optimizer_step", lambda optimizer, objective, clip_grad_norm=None: None)
     frozen = train_and_evaluate(Arguments(cwd=str(tmp_path / "frozen"), **settings))
     assert frozen["step"] >= steps and not frozen["if_solved"] and frozen["best_return"] < result["best_return"]
+
+
+def test_continuous_mappo_learns_a_continuous_team_game(tmp_path, monkeypatch):
+    """AgentMAPPO's Gaussian actors: the team learns actions 0.5 and -0.5 (return 1; the untrained policy's mean 0
+    returns 0.5); with every optimizer step a no-op it does not."""
+    settings = dict(agent="AgentMAPPO", env=ContinuousMatrixGame(), break_step=16_384, eval_gap=0, eval_times=1,
+                    target_return=0.95)
+    assert train_and_evaluate(Arguments(cwd=str(tmp_path / "learns"), **settings))["if_solved"]
+    monkeypatch.setattr(AgentZoo, "optimizer_step", lambda optimizer, objective, clip_grad_norm=None: None)
+    frozen = train_and_evaluate(Arguments(cwd=str(tmp_path / "frozen"), **settings))
+    assert frozen["step"] >= 16_384 and not frozen["if_solved"]
 
 
 # A random team returns -80 +- 23 (an 8-episode mean: +- 8). Seed 0, evaluated after every round, first reached

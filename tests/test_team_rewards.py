@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, build_env, prepare_env, train_and_evaluate
+from AgentRun import Arguments, RefusedError, build_env, prepare_env, train_and_evaluate
 from AgentZoo import AgentDiscreteMADDPG, AgentDiscreteMAPPO, AgentMADDPG, RolloutBuffer
 from envs import CLIMBING_GAME, MatrixGame
 
@@ -72,6 +72,30 @@ def test_agents_of_one_team_value_refuse_each_agents_own_reward(agent, tmp_path)
                                          rf"AgentMAPPO and AgentDiscreteMAPPO learn from each agent's own reward"):
         train_and_evaluate(Arguments(agent=agent, env=SelfishGame(), cwd=str(cwd), common_reward=False))
     assert not cwd.exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("env", ["simple_tag_v3", "simple_adversary_v3", "simple_push_v3", "simple_crypto_v3"])
+def test_agents_of_one_team_value_refuse_envs_whose_agents_compete_unless_told(env):
+    """On an env whose adversaries play against the other agents the sum of their rewards trains the prey to be caught:
+    the agents of one team value refuse it on their defaults, naming the agents that learn each agent's own reward,
+    and take it where common_reward=True is passed; those agents and the cooperative envs are taken as they were."""
+    pytest.importorskip("mpe2")
+    env_info = prepare_env(env)[1]
+    for agent in ("AgentVDN", "AgentQMIX", "AgentQTRAN", "AgentCOMA"):
+        with pytest.raises(RefusedError, match=rf"{agent} learns one value of the team's common reward.*compete.*pass "
+                                               rf"common_reward=True.*AgentDiscreteIDDPG, AgentDiscreteMADDPG, "
+                                               rf"AgentDiscreteMAPPO, AgentMADDPG, AgentMAPPO"):
+            Arguments(agent=agent, env=env).resolve(env_info)
+        args = Arguments(agent=agent, env=env, common_reward=True)
+        args.resolve(env_info)
+        assert args.common_reward is True
+    args = Arguments(agent="AgentDiscreteMAPPO", env=env)
+    args.resolve(env_info)
+    assert args.common_reward is False
+    for cooperative in ("simple_spread_v3", "simple_reference_v3"):
+        args = Arguments(agent="AgentQMIX", env=cooperative)
+        args.resolve(prepare_env(cooperative)[1])
+        assert args.common_reward is True
 
 
 @pytest.mark.parametrize("common_reward, if_selfish", [(False, True), (True, False)])
