@@ -9,17 +9,15 @@ Contents, in this order:
 - the loops, which differ only in how the three roles talk: train_serial (one process, the reference),
   train_multiprocess (explorer and learner processes, queues), train_async (A3C's workers, shared memory),
   train_distributed (torchrun's data-parallel learners, all_reduce); train_and_evaluate picks one;
-- optional env adapters: goal envs (gymnasium-robotics), PettingZoo's parallel envs (mpe2);
-- tools: replay and its GIF, a grid of runs, the comparison plot; main, the command line.
+- masks of legal actions (ActionMaskObservation); the optional env families are modules of extras/ (ENV_FAMILIES);
+- main, the command line; its tools (replay, export, a grid of runs, the comparison plot) are extras/tools.py.
 """
-import concurrent.futures
 import contextlib
 import copy
 import csv
 import dataclasses
 import importlib
 import io
-import itertools
 import json
 import math
 import multiprocessing as mp
@@ -28,21 +26,18 @@ import queue
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import textwrap
 import threading
 import time
 import traceback
 import typing
-import warnings
 from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
 import torch
 import torch.distributed as dist
-from matplotlib.figure import Figure  # the object API: no pyplot, no global backend switch
 
 import AgentZoo
 from AgentNet import ImageEncoder, NetShape, is_image, net_shape, trunk_width
@@ -86,8 +81,8 @@ class Arguments:
 
     agent: str | type = "AgentSAC"  # an agent class of AgentZoo, or its name
     env: str | gym.Env = "LunarLanderContinuous-v3"  # a gymnasium id, or an Env instance with flat Box observations
-    # or a goal env's Dict ones (GoalObservation); images: ALE/<Game>-v5 (pip install ale-py), MinAtar/<Game>-v1 (pip
-    # install minatar), CarRacing-v3 (make_car_racing_env; AgentNet.ImageEncoder)
+    # or a goal env's Dict ones (extras.goals); images: ALE/<Game>-v5 (pip install ale-py), MinAtar/<Game>-v1 (pip
+    # install minatar), CarRacing-v3 (extras.pixels; AgentNet.ImageEncoder)
     cwd: str | None = None  # working directory for outputs; None -> ./{AgentName}_{EnvName}_{seed}
     seed: int = 0  # seeds torch, numpy and the environments
     num_threads: int = 1  # torch threads; small networks on a small CPU run fastest on one, > 0
@@ -111,7 +106,7 @@ class Arguments:
     repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
     num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
     env_backend: str = "gymnasium"  # the explorer's vector env: gymnasium (the reference) or envpool, EnvPool's C++
-    #   copies of the same task id (pip install envpool; EnvPoolVectorEnv); evaluation always steps gymnasium's
+    #   copies of the same task id (pip install envpool; extras.envpool_backend); evaluation always steps gymnasium's
     random_steps: int | None = None  # off-policy: steps of uniformly random actions before learning starts, >= 0
     n_step: int | None = None  # off-policy: rewards summed before the bootstrap (n-step returns), >= 1
     if_per: bool | None = None  # off-policy: True samples by priority (PrioritizedReplayBuffer), False uniformly
@@ -242,7 +237,8 @@ class Arguments:
                 raise RefusedError(f"{name}={getattr(self, name)!r} is not accepted: {self.agent.__name__} has no "
                                    f"{name} (only {users} have it); {self.agent.__name__}'s own settings are "
                                    f"{', '.join(sorted(own_settings))}")
-        if self.common_reward is None and own_settings.get("common_reward") and is_competing_team(env_info.env_name):
+        if self.common_reward is None and own_settings.get("common_reward") and env_info.if_multi_agent and \
+                importlib.import_module("extras.teams").is_competing_team(env_info.env_name):
             selfish = ", ".join(name for name, cls in AGENT_CLASSES.items() if cls.if_agent_rewards)
             raise RefusedError(f"{self.agent.__name__} learns one value of the team's common reward, the sum of every "
                                f"agent's; the agents of {env_info.env_name} compete (adversaries against the others), so "
@@ -341,9 +337,9 @@ class Arguments:
         if wrapped or not isinstance(self.env, str) or is_image(env_info.state_dim) or env_info.if_multi_agent:
             raise RefusedError(f"env_backend='envpool' is not accepted for {env_info.env_name}"
                                + (f" with {' and '.join(wrapped)}" if wrapped else "") + ": it takes a gymnasium id of "
-                               f"a task with flat observations (not an Env instance, images, a team or a goal env) "
-                               f"that EnvPool has under the same id, such as LunarLanderContinuous-v3 or HalfCheetah-v5; "
-                               f"pass env_backend='gymnasium'")
+                               "a task with flat observations (not an Env instance, images, a team or a goal env) "
+                               "that EnvPool has under the same id, such as LunarLanderContinuous-v3 or HalfCheetah-v5; "
+                               "pass env_backend='gymnasium'")
         try:
             import envpool
         except ImportError:
@@ -870,6 +866,7 @@ class Evaluator:
         column = lambda name: np.array([row.get(name, math.nan) for row in history], dtype=float)
         avg_return, std_return = column("avg_return"), column("std_return")
         diagnostics = [name for name in DIAGNOSTICS if name in history[-1]]
+        from matplotlib.figure import Figure  # here: 0.8 s of a run's start; the object API, no pyplot or backend switch
 
         fig = Figure(figsize=(8, 8 if diagnostics else 6))
         panels = 2 + bool(diagnostics)
@@ -1000,47 +997,22 @@ class EnvInfo:
 # is about -2; History/UPDATE_LOG.md, 2026-11-24).
 TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0, "FetchReach-v4": -5.0}
 
-# Tasks that need a memory: the RL zoo's velocity-masked ones (CartPoleNoVel-v1, ...), by id: the base env's id and the
-# observation entries that are velocities, which read 0 (NoVelocityObservation). Registered with gymnasium when this
-# module is imported (register_no_velocity_envs), with the base's time limit and target.
-NO_VELOCITY = {"CartPoleNoVel-v1": ("CartPole-v1", (1, 3)), "PendulumNoVel-v1": ("Pendulum-v1", (2,)),
-               "LunarLanderNoVel-v3": ("LunarLander-v3", (2, 3, 5)),
-               "LunarLanderContinuousNoVel-v3": ("LunarLanderContinuous-v3", (2, 3, 5)),
-               "MountainCarContinuousNoVel-v0": ("MountainCarContinuous-v0", (1,))}
+# The optional env families, each a module of extras/ imported on the first id of it (env_family): an id's pattern ->
+# its module, which makes such an env (make) and registers its ids with gymnasium where gym.make needs them (register).
+ENV_FAMILIES = {r"ALE/|MinAtar/|CarRacing-": "extras.pixels",  # frames: ale-py, minatar, gymnasium's box2d
+                r"mpe2/|(simple\w*|collect_treasure)_v\d+$": "extras.teams",  # PettingZoo's particle envs (mpe2)
+                r"Fetch|HandManipulate|HandReach|PointMaze|AntMaze|Adroit|FrankaKitchen": "extras.goals",  # robotics
+                r"\w+NoVel-v\d+$": "extras.no_velocity"}  # the velocity-masked benchmark tasks
+GOAL_KEYS = {"observation", "achieved_goal", "desired_goal"}  # a goal env's Dict observation (extras.goals)
+# the entry points that the config.json of a run before 2026-11-28 records, where its family moved to extras/
+MOVED_ENTRY_POINTS = {"AgentRun:MultiAgentEnv": "extras.teams:MultiAgentEnv",
+                      "AgentRun:make_no_velocity_env": "extras.no_velocity:make_no_velocity_env"}
 
 
-class NoVelocityObservation(gym.ObservationWrapper):
-    """An env whose observation's velocity entries read 0, its shape kept (the RL zoo's MaskVelocityWrapper
-    convention), so that a policy must infer the velocities from the observations before: a partially observed task."""
-
-    def __init__(self, env: gym.Env, indices: tuple[int, ...]):
-        super().__init__(env)
-        self.mask = np.ones(env.observation_space.shape, dtype=env.observation_space.dtype)
-        self.mask[list(indices)] = 0
-
-    def observation(self, observation: np.ndarray) -> np.ndarray:
-        return observation * self.mask
-
-
-def make_no_velocity_env(base_id: str, indices: tuple[int, ...], **kwargs) -> gym.Env:
-    """The base env as its entry point makes it (gym.make of the NoVel id adds the time limit and checks), masked."""
-    base = gym.spec(base_id)
-    return NoVelocityObservation(gym.envs.registration.load_env_creator(base.entry_point)(**base.kwargs | kwargs),
-                                 indices)
-
-
-def register_no_velocity_envs():
-    """Register NO_VELOCITY's ids once per process (a module imported twice, as __main__ and by name, skips)."""
-    for env_id, (base_id, indices) in NO_VELOCITY.items():
-        if env_id not in gym.registry:
-            base = gym.spec(base_id)
-            threshold = base.reward_threshold if base.reward_threshold is not None else TARGET_RETURN_WITHOUT_THRESHOLD[base_id]
-            gym.register(env_id, entry_point="AgentRun:make_no_velocity_env", max_episode_steps=base.max_episode_steps,
-                         reward_threshold=threshold, kwargs=dict(base_id=base_id, indices=indices))
-
-
-register_no_velocity_envs()
-
+def env_family(env_id: str):
+    """The module of extras/ that makes env_id (ENV_FAMILIES), imported; None for an id gymnasium makes alone."""
+    module = next((name for pattern, name in ENV_FAMILIES.items() if re.match(pattern, env_id)), None)
+    return None if module is None else importlib.import_module(module)
 
 def env_name_of(env: gym.Env) -> str:
     if env.spec is not None:
@@ -1057,7 +1029,7 @@ def env_to_config(env: str | gym.Env) -> str | dict:
     if not isinstance(env, gym.Env):
         return {"id": None, "class": f"{type(env).__module__}.{type(env).__qualname__}",
                 "reason": "it is a PettingZoo env instance; train with its mpe2 id (simple_spread_v3), or with "
-                          "AgentRun.make_mpe2_env(id, **kwargs) for other settings"}
+                          "extras.teams.make(id, **kwargs) for other settings"}
     if env.spec is None:
         reason = "it has no gymnasium spec (its class is not registered)"
     else:
@@ -1078,11 +1050,8 @@ def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs)
     if isinstance(value, str):
         if not kwargs:
             return value
-        if is_mpe2_id(value):
-            return make_mpe2_env(value, **kwargs)
-        if value.startswith(tuple(PIXEL_MAKERS)):
-            return make_pixel_env(value, frame_stack, **kwargs)
-        return make_robotics_env(value, **kwargs) if value.startswith(ROBOTICS_PREFIXES) else gym.make(value, **kwargs)
+        family = env_family(value)
+        return gym.make(value, **kwargs) if family is None else family.make(value, frame_stack, **kwargs)
     if value["id"] is None:
         raise RefusedError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
                            f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
@@ -1090,6 +1059,8 @@ def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs)
     env_id = value["id"]
     registered = json.loads(registered_spec(env_id).to_json())
     recorded = {"entry_point": value.get("entry_point"), "additional_wrappers": value.get("additional_wrappers") or []}
+    if recorded["entry_point"] in MOVED_ENTRY_POINTS:  # a run recorded before its family moved to extras/
+        recorded["entry_point"] = MOVED_ENTRY_POINTS[recorded["entry_point"]]
     differ = [f"{name} {recorded[name]!r} (registered: {registered.get(name) or []!r})" for name in recorded
               if recorded[name] != (registered.get(name) or [])]
     if differ:
@@ -1104,10 +1075,9 @@ def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs)
 def registered_spec(env_id: str) -> gym.envs.registration.EnvSpec:
     """The spec this process's gymnasium registry holds for env_id, after registering mpe2's and gymnasium-robotics'
     ids (on first use, as training does)."""
-    if is_mpe2_id(env_id):
-        register_mpe2_env(env_id)
-    elif env_id.startswith(ROBOTICS_PREFIXES):
-        import_robotics(env_id)
+    family = env_family(env_id)
+    if family is not None:
+        family.register(env_id)
     if env_id not in gym.registry:
         raise RefusedError(f"config.json records env id {env_id!r}, which is not registered in this process; register it "
                            f"(gymnasium.register) before resume or replay, as the run that trained did")
@@ -1129,7 +1099,7 @@ def as_gymnasium(env):
         raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel API: "
                            f"make it with the env module's parallel_env(), or convert it with "
                            f"pettingzoo.utils.conversions.aec_to_parallel(env)")
-    return MultiAgentEnv(parallel_env=env)
+    return importlib.import_module("extras.teams").MultiAgentEnv(parallel_env=env)
 
 
 def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False,
@@ -1150,8 +1120,8 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
                                f"{type(env).__name__}")
     env_name, spec = env_name_of(env), env.spec
     goal_dim = 0
-    if isinstance(env.observation_space, gym.spaces.Dict) and set(env.observation_space.spaces) == set(GoalObservation.keys):
-        env = GoalObservation(env, if_record_ends)
+    if isinstance(env.observation_space, gym.spaces.Dict) and set(env.observation_space.spaces) == GOAL_KEYS:
+        env = importlib.import_module("extras.goals").GoalObservation(env, if_record_ends)
         goal_dim = env.goal_dim
     elif if_action_mask:
         env = ActionMaskObservation(env, env_name)
@@ -1175,20 +1145,17 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
 
 
 def make_env_of_id(env_id: str, frame_stack: int | None = None):
-    """The env of an id: mpe2's (a PettingZoo env), a pixel env's (PIXEL_MAKERS; frame_stack for ALE/ ids only),
-    gymnasium's registry, or gymnasium-robotics' (registered on first use); an unknown id refused."""
+    """The env of an id: an optional family's (ENV_FAMILIES: pixels, with frame_stack for ALE/ ids only; mpe2's teams;
+    gymnasium-robotics' goal envs; the velocity-masked tasks), or gymnasium's registry's; an unknown id refused."""
     if frame_stack is not None and not env_id.startswith("ALE/"):
         raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for {env_id}: it sets how many frames the states "
                            f"of an ALE/<Game>-v5 id stack (MinAtar's grids are one frame already); leave frame_stack None")
-    if is_mpe2_id(env_id):
-        return make_mpe2_env(env_id)
-    if env_id.startswith(tuple(PIXEL_MAKERS)):
-        return make_pixel_env(env_id, frame_stack)
+    family = env_family(env_id)
+    if family is not None:
+        return family.make(env_id, frame_stack)
     try:
         return gym.make(env_id)
     except gym.error.Error as error:
-        if env_id.startswith(ROBOTICS_PREFIXES):
-            return make_robotics_env(env_id)
         raise RefusedError(f"unknown environment id {env_id!r} ({error}); pass a registered gymnasium id such as "
                            f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
                            f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
@@ -1206,8 +1173,8 @@ def stacked_frames(env: gym.Env) -> int:
 def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: int) -> int | tuple[int, ...]:
     """The agents' state_dim of an observation space: a flat Box's length (each agent's, in a team), or the shape of a
     uint8 or bool image that an encoder takes (AgentNet.ImageEncoder.layout); anything else refused."""
-    accepted = (f"the agents take flat Box observations of shape (state_dim,), Dict, Tuple and Discrete ones of Box and "
-                f"Discrete parts (flattened), a goal env's Dict, or uint8 or bool images")
+    accepted = ("the agents take flat Box observations of shape (state_dim,), Dict, Tuple and Discrete ones of Box and "
+                "Discrete parts (flattened), a goal env's Dict, or uint8 or bool images")
     if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
         return obs_space.shape[0] // num_agents
     if not (isinstance(obs_space, gym.spaces.Box) and obs_space.dtype in (np.uint8, np.bool_) and num_agents == 1):
@@ -1305,7 +1272,7 @@ def build_explore_env(args: "Arguments") -> gym.Env:
     a vector env even of one copy, its Box actions rescaled from the agents' [-1, 1] as agent_actions rescales a
     gymnasium env's."""
     if args.env_backend == "envpool":
-        env = EnvPoolVectorEnv(args.env, args.num_envs)
+        env = importlib.import_module("extras.envpool_backend").EnvPoolVectorEnv(args.env, args.num_envs)
         if isinstance(env.single_action_space, gym.spaces.Box) and not is_unit_box(env.single_action_space):
             env = gym.wrappers.vector.RescaleAction(env, np.float32(-1), np.float32(1))  # as agent_actions does
         return gym.wrappers.vector.RecordEpisodeStatistics(env, buffer_length=max(100, args.target_step))
@@ -1313,55 +1280,6 @@ def build_explore_env(args: "Arguments") -> gym.Env:
     return build_env(args.env, None if if_plain else args.num_envs,
                      if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step),
                      if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[0]
-
-
-class EnvPoolVectorEnv(gym.vector.VectorEnv):
-    """num_envs copies of a task in EnvPool's C++ vector env on one thread (env_backend="envpool"; pip install
-    envpool), the explorer's env in place of gymnasium's SyncVectorEnv: 2.0x the steps/s on LunarLanderContinuous-v3,
-    1.25x on HalfCheetah-v5 (BENCHMARKS.md "Environment speed"). EnvPool resets an ended copy on the step after, whose
-    action it ignores; the agents take gymnasium's SAME_STEP autoreset (AgentZoo.check_same_step), so this resets such
-    copies in the step that ended them (EnvPool's reset of those copies alone), with their final observations in
-    info["final_obs"]: every step is a transition. EnvPool seeds copy i with seed + i when it makes the copies, so
-    reset(seed=...) makes them anew."""
-
-    metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
-
-    def __init__(self, env_id: str, num_envs: int):
-        self.env_id, self.num_envs, self.spec = env_id, num_envs, gym.spec(env_id)
-        self.pool = self.make_pool(seed=0)
-        self.single_observation_space, self.single_action_space = self.pool.observation_space, self.pool.action_space
-        self.observation_space = gym.vector.utils.batch_space(self.single_observation_space, num_envs)
-        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
-
-    def make_pool(self, seed: int):
-        import envpool  # optional; Arguments.check_env_backend said how to install it
-        # its own limit one step past the spec's, which step() applies: EnvPool reports a termination on its limit step
-        # as a truncation only (trunc = done and elapsed >= limit), and the agents would bootstrap from a terminal state
-        pool = envpool.make_gymnasium(self.env_id, num_envs=self.num_envs, batch_size=self.num_envs, num_threads=1,
-                                      seed=seed, max_episode_steps=self.spec.max_episode_steps + 1)
-        with warnings.catch_warnings():  # EnvPool builds its spaces on first use (its own reset's too), and the float64
-            warnings.simplefilter("ignore", UserWarning)  # bounds it gives its float32 Boxes warn: built here, quietly
-            pool.observation_space, pool.action_space  # noqa: B018
-        return pool
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        if seed is not None:
-            self.pool.close()
-            self.pool = self.make_pool(seed)
-        return self.pool.reset()[0], {}
-
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        obs, reward, terminated, _, info = self.pool.step(actions)
-        truncated = info["elapsed_step"] >= self.spec.max_episode_steps  # as gymnasium's TimeLimit, beside terminated
-        ended = terminated | truncated
-        info = {}
-        if ended.any():
-            info = {"final_obs": obs.copy(), "_final_obs": ended}
-            obs[ended] = self.pool.reset(np.flatnonzero(ended))[0]
-        return obs, reward, terminated, truncated, info
-
-    def close_extras(self, **kwargs):
-        self.pool.close()
 
 
 def pop_not_done(env) -> torch.Tensor:
@@ -2099,109 +2017,7 @@ def broadcast_agent(agent: AgentBase, rank: int):
                 part.load_state_dict(state[name])
 
 
-# ---- optional env adapters: pixels (ale-py, minatar), goal envs (gymnasium-robotics), PettingZoo (mpe2) ----
-
-
-# Atari's episode limit: 108,000 frames (27,000 steps at frame skip 4, 30 minutes of play), as Machado et al.
-# arXiv:1709.06009 (section 5) cap an episode. MinAtar's games have none: 10,000 steps, beyond the 5,000 or fewer
-# that a MinAtar episode of a good DQN policy lasts (Young & Tian arXiv:1903.03176), so that evaluation always ends.
-ATARI_MAX_FRAMES, MINATAR_MAX_STEPS = 108_000, 10_000
-
-
-def make_atari_env(env_id: str, frame_stack: int = 4, **kwargs) -> gym.Env:
-    """An ALE/<Game>-v5 env of ale-py, an optional package (it ships the ROMs), preprocessed as the DQN paper (Mnih et al.
-    2015) and the field since: frames grey and 84x84, each action repeated 4 frames (AtariPreprocessing, so the env is
-    made with frameskip=1; v5's sticky actions, 0.25, stay: Machado et al. arXiv:1709.06009), up to 30 no-op actions
-    at the start, and the last frame_stack frames stacked, (frame_stack, 84, 84) uint8 (frame_stack 1: one frame, what
-    moves hidden, for agents with memory). An episode is a full game (every life), and the rewards are the game's:
-    learning clips them (AgentBase.learned_reward, if_clip_reward), evaluation reports the score."""
-    if isinstance(frame_stack, bool) or not isinstance(frame_stack, int) or frame_stack < 1:
-        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted: frame_stack must be an integer >= 1 (the last "
-                           f"frames a state of {env_id} stacks), or None for 4")
-    try:
-        import ale_py
-        import cv2  # noqa: F401  (AtariPreprocessing resizes with it)
-    except ImportError:
-        raise RefusedError(f"{env_id} is an Atari env: pip install ale-py opencv-python-headless (ale-py ships the "
-                           f"ROMs; AtariPreprocessing resizes frames with OpenCV)") from None
-    gym.register_envs(ale_py)
-    env = gym.make(env_id, frameskip=1, max_episode_steps=ATARI_MAX_FRAMES, **kwargs)
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
-                                          grayscale_obs=True)
-    return gym.wrappers.FrameStackObservation(env, frame_stack)
-
-
-def make_minatar_env(env_id: str, **kwargs) -> gym.Env:
-    """A MinAtar/<Game>-v1 env (v0: all 6 actions; v1: the game's own) of minatar, an optional package, its
-    observations (10, 10, C) bool grids, limited to MINATAR_MAX_STEPS steps."""
-    try:
-        import minatar.gym
-    except ImportError:
-        raise RefusedError(f"{env_id} is a MinAtar env: pip install minatar") from None
-    if env_id not in gym.registry:
-        minatar.gym.register_envs()
-    return gym.make(env_id, max_episode_steps=MINATAR_MAX_STEPS, **kwargs)
-
-
-class ActionRepeat(gym.Wrapper):
-    """Each action held for `repeat` frames, their rewards summed; an episode that ends in between ends the step."""
-
-    def __init__(self, env: gym.Env, repeat: int):
-        super().__init__(env)
-        self.repeat = repeat
-
-    def step(self, action):
-        total = 0.0
-        for _ in range(self.repeat):
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            total += float(reward)
-            if terminated or truncated:
-                break
-        return obs, total, terminated, truncated, info
-
-
-def make_car_racing_env(env_id: str, **kwargs) -> gym.Env:
-    """CarRacing-v3 (gymnasium's box2d extra) as the RL zoo's PPO entry prepares it: each action held 2 frames
-    (ActionRepeat), frames grey, the last 2 stacked: (2, 96, 96) uint8 (the zoo also shrinks them to 64x64, with
-    OpenCV). A race is still 1,000 frames (500 steps) and its return the game's. Gas and brake take the agents'
-    actions above 0 (a negative one is none, as SB3 clips actions to the bounds), so that the neutral action 0 coasts:
-    rescaled linearly from [-1, 1], it would hold half gas and half brake, and the car would hardly move."""
-    env = gym.make(env_id, **kwargs)
-    pedals = np.array([-1.0, 0.0, 0.0], np.float32)  # steering keeps [-1, 1]; gas and brake [0, 1] from above 0
-    env = gym.wrappers.TransformAction(env, lambda action: np.maximum(action, pedals),
-                                       gym.spaces.Box(-1.0, 1.0, (3,), np.float32))
-    env = gym.wrappers.GrayscaleObservation(ActionRepeat(env, 2), keep_dim=False)  # (96, 96)
-    return gym.wrappers.FrameStackObservation(env, 2)
-
-
-# env ids by prefix, and who makes them
-PIXEL_MAKERS = {"ALE/": make_atari_env, "MinAtar/": make_minatar_env, "CarRacing-": make_car_racing_env}
-
-
-def make_pixel_env(env_id: str, frame_stack: int | None = None, **kwargs) -> gym.Env:
-    """The env of an id that PIXEL_MAKERS has a maker for; frame_stack (ALE/ ids only, prepare_env) where it is set."""
-    stack = {} if frame_stack is None else {"frame_stack": frame_stack}
-    return next(make for prefix, make in PIXEL_MAKERS.items() if env_id.startswith(prefix))(env_id, **stack, **kwargs)
-
-
-ROBOTICS_PREFIXES = ("Fetch", "HandManipulate", "HandReach", "PointMaze", "AntMaze", "Adroit", "FrankaKitchen")
-
-
-def make_robotics_env(env_id: str, **kwargs) -> gym.Env:
-    """An env of gymnasium-robotics, an optional package: importing it registers its ids."""
-    import_robotics(env_id)
-    return gym.make(env_id, **kwargs)
-
-
-def import_robotics(env_id: str):
-    """Import gymnasium-robotics, which registers its ids, or say how to install it."""
-    if "DISPLAY" not in os.environ:  # mujoco renders (replay's GIF) without a display through EGL
-        os.environ.setdefault("MUJOCO_GL", "egl")
-    try:
-        import gymnasium_robotics  # noqa: F401
-    except ImportError:
-        raise RefusedError(f"{env_id} is a gymnasium-robotics env: pip install gymnasium-robotics 'mujoco<3.4' (mujoco "
-                           f"3.4 and later fail FetchReach's reset)") from None
+# ---- masks of legal actions (the optional env families: extras/, ENV_FAMILIES) ----
 
 
 class ActionMaskObservation(gym.Wrapper):
@@ -2255,533 +2071,6 @@ class ActionMaskObservation(gym.Wrapper):
         return np.append(gym.spaces.flatten(self.rest_space, observation), mask).astype(np.float32)
 
 
-class GoalObservation(gym.ObservationWrapper):
-    """A goal env (gymnasium-robotics' convention: Dict observations of observation, achieved_goal and desired_goal,
-    and compute_reward(achieved_goal, desired_goal, info)) with flat observations [observation, achieved_goal,
-    desired_goal], which the networks take as any Box (SB3's MultiInputPolicy concatenates the same three).
-    With if_record_ends it also records, step by step, whether the episode went on, for HindsightReplayBuffer."""
-
-    keys = ("observation", "achieved_goal", "desired_goal")
-
-    def __init__(self, env: gym.Env, if_record_ends: bool = False):
-        super().__init__(env)
-        spaces = env.observation_space.spaces
-        if set(spaces) != set(self.keys) or not all(isinstance(spaces[key], gym.spaces.Box) for key in self.keys) or \
-                spaces["achieved_goal"].shape != spaces["desired_goal"].shape or \
-                not callable(getattr(env.unwrapped, "compute_reward", None)):
-            raise RefusedError(f"{env_name_of(env)}: observation space {env.observation_space} is not supported; the "
-                               f"agents take flat Box observations, or a goal env's Dict of Box observation, achieved_goal "
-                               f"and desired_goal (goals of one shape) with a compute_reward method")
-        self.goal_dim = int(np.prod(spaces["desired_goal"].shape))
-        size = sum(int(np.prod(spaces[key].shape)) for key in self.keys)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
-        self.not_done_log: list[bool] | None = [] if if_record_ends else None
-
-    def observation(self, observation: dict) -> np.ndarray:
-        return np.concatenate([np.asarray(observation[key], np.float32).ravel() for key in self.keys])
-
-    def step(self, action):
-        observation, reward, terminated, truncated, info = super().step(action)
-        if self.not_done_log is not None:
-            self.not_done_log.append(not (terminated or truncated))
-        return observation, reward, terminated, truncated, info
-
-    def pop_not_done(self) -> list[bool]:
-        """Whether each step since the last call left its episode going on."""
-        log, self.not_done_log = self.not_done_log, []
-        return log
-
-    def feedback(self, achieved: np.ndarray, desired: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Rewards and terminations (None where the env has no compute_terminated) of steps that reached `achieved`
-        with `desired` as their goal, (B, goal_dim) each -> (B,). The infos of the steps are not kept: {} stands for
-        them (gymnasium-robotics' tasks compute both from the goals alone)."""
-        unwrapped = self.env.unwrapped
-        terminated = unwrapped.compute_terminated(achieved, desired, {}) if hasattr(unwrapped, "compute_terminated") else None
-        if terminated is not None and np.ndim(terminated) == 0 and len(achieved) > 1:  # one bool for the batch (mazes)
-            terminated = np.array([unwrapped.compute_terminated(a, d, {}) for a, d in zip(achieved, desired)], bool)
-        return np.asarray(unwrapped.compute_reward(achieved, desired, {}), np.float32), terminated
-
-
-class MultiAgentEnv(gym.Env):
-    """A PettingZoo parallel env (the multi-agent API of the gymnasium ecosystem) as one gymnasium env of the whole
-    team, so that vector envs, the loops, evaluation, checkpoints and replay serve multi-agent agents as they are:
-    - observation: every agent's, zero-padded to the longest and joined in possible_agents' order, (num_agents * obs_dim,);
-    - action: every agent's, MultiDiscrete (num_agents,) or Box (num_agents * action_dim,): one action space for all;
-    - reward: the team's, the sum of the agents' rewards (what evaluation reports), and each agent's own in
-      info["agent_rewards"] (num_agents,), in possible_agents' order, for the agents that learn from their own;
-    - terminated, truncated: the team ends its episode when every agent ends its own, at one step (agents that
-      leave or join mid-episode are refused): terminated if every agent terminated, else truncated.
-    The env's max_cycles (PettingZoo's episode length) is its time limit. Made by gym.make for "mpe2/<name>" ids
-    (make_mpe2_env registers them), or around an instance: MultiAgentEnv(parallel_env=...)."""
-
-    metadata = {"render_modes": ["human", "rgb_array"]}  # mpe2's, which gym.make checks before one is made
-
-    def __init__(self, parallel_env=None, module: str | None = None, render_mode: str | None = None, **kwargs):
-        if parallel_env is None:
-            if not str(module).startswith("mpe2."):  # kwargs may come from a config.json: import mpe2's modules only
-                raise RefusedError(f"MultiAgentEnv(module={module!r}) is not accepted: it imports an mpe2 env's module "
-                                   f"(mpe2.<name>); pass other PettingZoo envs as parallel_env=<the instance>")
-            parallel_env = importlib.import_module(module).parallel_env(render_mode=render_mode, **kwargs)
-        self.env = parallel_env
-        self.name = parallel_env.metadata.get("name", type(parallel_env).__name__)
-        self.possible_agents = list(parallel_env.possible_agents)
-        self.metadata = {"render_modes": parallel_env.metadata.get("render_modes", []),
-                         "render_fps": parallel_env.metadata.get("render_fps", 10)}
-        self.render_mode = getattr(parallel_env, "render_mode", render_mode)
-        self.max_cycles = getattr(parallel_env.unwrapped, "max_cycles", None)
-
-        obs_spaces = [parallel_env.observation_space(agent) for agent in self.possible_agents]
-        if not all(isinstance(space, gym.spaces.Box) for space in obs_spaces):
-            raise RefusedError(f"{self.name}: observation spaces {obs_spaces} are not supported; the agents take Box "
-                               f"observations (flattened)")
-        self.obs_sizes = [int(np.prod(space.shape)) for space in obs_spaces]
-        self.obs_dim = max(self.obs_sizes)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (len(self.possible_agents) * self.obs_dim,), np.float32)
-
-        spaces = [parallel_env.action_space(agent) for agent in self.possible_agents]
-        if any(space != spaces[0] for space in spaces) or not isinstance(spaces[0], (gym.spaces.Discrete, gym.spaces.Box)):
-            raise RefusedError(f"{self.name}: the agents' action spaces {dict(zip(self.possible_agents, spaces))} are not "
-                               f"supported; the multi-agent agents act in one action space shared by every agent, Discrete "
-                               f"or flat Box (not mixed Box and Discrete, nor Discrete ones of different sizes); wrap the env "
-                               f"so that every agent has the same one")
-        self.agent_space = spaces[0]
-        if isinstance(self.agent_space, gym.spaces.Discrete):
-            self.action_space = gym.spaces.MultiDiscrete([self.agent_space.n] * len(spaces))  # actions from 0
-        else:
-            low, high = (np.tile(bound.ravel(), len(spaces)) for bound in (self.agent_space.low, self.agent_space.high))
-            self.action_space = gym.spaces.Box(low, high, dtype=np.float32)
-
-    def joint_observation(self, observations: dict) -> np.ndarray:
-        joint = np.zeros((len(self.possible_agents), self.obs_dim), np.float32)  # (num_agents, obs_dim)
-        for row, agent, size in zip(joint, self.possible_agents, self.obs_sizes):
-            row[:size] = np.asarray(observations[agent], np.float32).ravel()
-        return joint.ravel()
-
-    def check_agents(self, agents, when: str):
-        if set(agents) != set(self.possible_agents):  # a set: the env's dicts may list them in any order
-            raise RefusedError(f"{self.name}: agents {list(agents)} {when}, not the env's possible_agents "
-                               f"{self.possible_agents}; the multi-agent agents need every agent from the first step "
-                               f"to the last (agents that leave or join mid-episode are not supported)")
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        observations, _ = self.env.reset(seed=seed, options=options)
-        self.check_agents(self.env.agents, "began the episode")
-        return self.joint_observation(observations), {}
-
-    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict]:
-        if isinstance(self.agent_space, gym.spaces.Discrete):
-            actions = {agent: int(a) + int(self.agent_space.start) for agent, a in zip(self.possible_agents, action)}
-        else:
-            rows = np.asarray(action, self.agent_space.dtype).reshape(len(self.possible_agents), *self.agent_space.shape)
-            actions = dict(zip(self.possible_agents, rows))
-        observations, rewards, terminations, truncations, _ = self.env.step(actions)
-        self.check_agents(observations, "stepped")
-        done = {terminations[agent] or truncations[agent] for agent in self.possible_agents}
-        if len(done) > 1:
-            raise RefusedError(f"{self.name}: terminations {terminations} and truncations {truncations}: some agents "
-                               f"ended the episode and others go on; agents that leave mid-episode are not supported")
-        # all end together: the team's episode truly ends only if every agent's did; else a time limit cut it
-        terminated = all(terminations[agent] for agent in self.possible_agents)
-        truncated = done.pop() and not terminated
-        if not (terminated or truncated):
-            self.check_agents(self.env.agents, "go on")
-        agent_rewards = np.array([rewards[agent] for agent in self.possible_agents], np.float32)
-        return (self.joint_observation(observations), float(agent_rewards.sum()), terminated, truncated,
-                {"agent_rewards": agent_rewards})
-
-    def render(self):
-        return self.env.render()
-
-    def close(self):
-        self.env.close()
-
-
-def is_mpe2_id(env_id: str) -> bool:
-    """Whether an id names an mpe2 env: "mpe2/<name>", or a bare name of one ("simple_spread_v3")."""
-    return env_id.startswith("mpe2/") or re.fullmatch(r"(simple\w*|collect_treasure)_v\d+", env_id) is not None
-
-
-# the mpe2 envs whose agents compete: the adversaries' rewards are the other agents' losses
-COMPETING_MPE2 = ("simple_tag", "simple_adversary", "simple_push", "simple_crypto", "simple_world_comm")
-
-
-def is_competing_team(env_name: str) -> bool:
-    return env_name.removeprefix("mpe2/").rpartition("_v")[0] in COMPETING_MPE2
-
-
-def make_mpe2_env(env_id: str, **kwargs) -> gym.Env:
-    """A Multi Particle Environment of the optional mpe2 package, "simple_spread_v3" or "mpe2/simple_spread_v3", as a
-    MultiAgentEnv; its id is registered with gymnasium on first use, so that config.json records it (with kwargs such
-    as continuous_actions=True, on an instance that make_mpe2_env made) and resume and replay rebuild it."""
-    return gym.make(register_mpe2_env(env_id), **kwargs)
-
-
-def register_mpe2_env(env_id: str) -> str:
-    """Register an mpe2 env's id with gymnasium (once) and return it, "mpe2/<name>"."""
-    name = env_id.removeprefix("mpe2/")
-    try:
-        importlib.import_module(f"mpe2.{name}")
-    except ModuleNotFoundError as error:
-        if error.name == "mpe2":
-            raise RefusedError(f"{env_id} is a multi-agent env of mpe2, an optional package: pip install mpe2") from None
-        raise RefusedError(f"unknown mpe2 env {env_id!r}; mpe2 has simple_spread_v3, simple_reference_v3, "
-                           f"simple_speaker_listener_v4 and others (its modules)") from None
-    gym_id = f"mpe2/{name}"
-    if gym_id not in gym.registry:
-        # by the library's module name: gymnasium imports it when it remakes the env from a spec
-        gym.register(gym_id, entry_point="AgentRun:MultiAgentEnv", kwargs={"module": f"mpe2.{name}"},
-                     disable_env_checker=True)
-    return gym_id
-
-
-# ---- tools: replay and its GIF, a grid of runs, the comparison plot ----
-
-
-def read_run(cwd: str, command: str) -> dict:
-    """config.json of the run in cwd, which must have evaluated at least once (actor.pt), for replay= and export=."""
-    config_path, actor_path = os.path.join(cwd, "config.json"), os.path.join(cwd, "actor.pt")
-    for path, what in ((config_path, "the run's settings"), (actor_path, "the saved actor")):
-        if not os.path.isfile(path):
-            raise MissingRunError(f"{command} needs {path} ({what}); is {cwd!r} the cwd of a run that has evaluated at "
-                                  f"least once?")
-    with open(config_path) as f:
-        return json.load(f)
-
-
-def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None) -> AgentBase:
-    """The agent of config.json, its hyperparameters as trained, acting with the best actor of actor.pt (weights_only)."""
-    agent_class = Arguments(agent=config["agent"]).get_agent_class()
-    hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}
-    agent = new_agent(agent_class, network_shape(config), env_info, device, hyperparameters)
-    agent.act.load_state_dict(load_weights(os.path.join(cwd, "actor.pt"), agent.device))
-    return agent
-
-
-REPLAY_RENDERS = {"gif": "rgb_array", "human": "human", "none": None}  # replay's render= and the env's render_mode
-
-
-def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, render: str = "gif") -> dict:
-    """Load config.json and actor.pt (weights_only) from a finished or running cwd, run `episodes` episodes (the run's
-    eval_times by default) of the deterministic policy (deterministic=False: the exploring one), print mean and std of
-    return and length, and show the first episode: render="gif" writes replay.gif into cwd, "human" opens the env's
-    window (where a display exists), "none" neither (Spinning Up's test_policy takes the same choices)."""
-    if render not in REPLAY_RENDERS:
-        raise RefusedError(f"render={render!r} is not accepted: one of {', '.join(REPLAY_RENDERS)}")
-    if render == "human" and sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or
-                                                                      os.environ.get("WAYLAND_DISPLAY")):
-        raise RefusedError("render='human' needs a display, and this machine has none (DISPLAY is unset); use "
-                           "render=gif (replay.gif in cwd) or render=none")
-    if episodes is not None and episodes < 1:
-        raise RefusedError(f"episodes={episodes} is not accepted: episodes must be an integer > 0")
-    config = read_run(cwd, "replay")
-    try:  # the first episode is shown
-        prepared = [prepare_env(env_from_config(config["env"], config.get("frame_stack"),
-                                                render_mode=REPLAY_RENDERS[render] if i == 0 else None),
-                                if_action_mask=bool(config.get("if_action_mask")))
-                    for i in range(episodes or config["eval_times"])]
-    except gym.error.Error as error:
-        raise RefusedError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
-                           f"({error}); replay works for runs of registered environments") from None
-    envs, env_info = [env for env, _ in prepared], prepared[0][1]
-    agent = saved_agent(cwd, config, env_info)
-    for i, env in enumerate(envs):
-        env.reset(seed=config["seed"] + i)
-
-    frames = [] if render == "gif" else None
-    results = run_episodes(envs, agent, frames, deterministic)
-    for env in envs:  # a renderer freed now, not by the interpreter's exit (mujoco's EGL context raises then)
-        env.close()
-    returns, lengths, successes = np.array(results).T
-    gif_path = os.path.join(cwd, "replay.gif") if render == "gif" else None
-    if gif_path is not None:
-        write_gif(frames, gif_path, title=f"{config['agent']} on {env_info.env_name}: return {returns[0]:.1f}")
-    print(f"{config['agent']} on {env_info.env_name}, {len(results)} episodes: return {returns.mean():.1f} +- {returns.std():.1f}, "
-          f"length {lengths.mean():.0f} +- {lengths.std():.0f}" + ("" if np.isnan(successes).all() else
-          f", success rate {successes.mean():.2f}") + (f"; first episode in {gif_path}" if gif_path else ""))
-    return {"avg_return": float(returns.mean()), "std_return": float(returns.std()), "avg_length": float(lengths.mean()),
-            "success_rate": float(successes.mean()), "gif": gif_path, "frames": len(frames or [])}
-
-
-def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int = 250, fps: int = 30):
-    """An animated GIF through matplotlib's Pillow writer, every k-th frame so that at most max_frames remain."""
-    from matplotlib.animation import FuncAnimation, PillowWriter
-
-    frames = frames[::-(-len(frames) // max_frames)]  # ceil division: the stride that fits
-    height, width = frames[0].shape[:2]
-    fig = Figure(figsize=(width / 100, height / 100 + 0.3), dpi=50)  # half the env's resolution keeps GIFs small
-    ax = fig.add_axes((0, 0, 1, height / (height + 30)))
-    ax.set_axis_off()
-    fig.suptitle(title, fontsize=10)
-    image = ax.imshow(frames[0])
-    FuncAnimation(fig, lambda frame: (image.set_data(frame),), frames=frames).save(path, writer=PillowWriter(fps=fps))
-
-
-def export(cwd: str) -> dict[str, str]:
-    """The best actor of the run in cwd as one module that acts without this library, states (batch, state_dim) float32
-    -> the actions select_action(deterministic=True) takes (Box ones in [-1, 1], before the env's rescaling; Discrete
-    ones as indices), state normalisation included: cwd/actor_torchscript.pt (torch.jit.load, also from C++; TorchScript
-    is deprecated in torch but loads there) and, where the onnx package is installed, cwd/actor.onnx. Returns the
-    paths by format."""
-    config = read_run(cwd, "export")
-    env_info = prepare_env(env_from_config(config["env"]), if_action_mask=bool(config.get("if_action_mask")),
-                           frame_stack=config.get("frame_stack"))[1]
-    policy = saved_agent(cwd, config, env_info, device="cpu").policy_module().eval()
-    shape = env_info.state_dim if is_image(env_info.state_dim) else (env_info.state_dim * env_info.num_agents,)
-    example = torch.zeros(2, *shape, dtype=env_info.state_dtype)  # a batch of the env's observations
-    paths = {"torchscript": os.path.join(cwd, "actor_torchscript.pt")}
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit's: the format this export promises
-        torch.jit.trace(policy, example).save(paths["torchscript"])
-    try:
-        import onnx  # noqa: F401  (optional: only to write the ONNX file)
-    except ImportError:
-        print("export: no ONNX file without the onnx package (pip install onnx)")
-    else:
-        paths["onnx"] = os.path.join(cwd, "actor.onnx")
-        torch.onnx.export(policy, (example,), paths["onnx"], input_names=["state"], output_names=["action"],
-                          dynamic_axes={"state": {0: "batch"}, "action": {0: "batch"}})
-    print(f"{config['agent']} on {env_info.env_name}: the best actor in " + ", ".join(paths.values()))
-    return paths
-
-
-def grid_runs(argv: list[str]) -> tuple[dict, list[dict]]:
-    """['key=v1,v2', 'key=v', ...] -> (every setting of the grid as given, the runs: one dict of typed overrides per
-    combination of the comma lists, in the order given, the last key varying fastest)."""
-    spec = dict(item.partition("=")[::2] for item in argv)
-    for key in ("cwd", "if_resume", "if_remove"):
-        if key in spec:
-            raise RefusedError(f"{key}= is not accepted in a grid: each run's cwd is <grid>/<the settings that vary>, "
-                               f"and a grid started again skips finished runs and resumes the others; keys that may vary: "
-                               f"{', '.join(sorted(ARGUMENT_NAMES - {'cwd', 'if_resume', 'if_remove'}))}")
-    lists = {key: [parse_overrides([f"{key}={text}"])[key] for text in value.split(",")] for key, value in spec.items()}
-    runs = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
-    return spec, runs
-
-
-def run_name(run: dict, varying: list[str]) -> str:
-    """The run's directory under the grid: the settings that vary, key=value joined by '_', or 'run' if none does."""
-    return "_".join(f"{key}={run[key]}" for key in varying) or "run"
-
-
-def summarise_run(cwd: str) -> dict:
-    """From a finished run's config.json and recorder.csv: solved, steps and seconds of the first evaluation at the
-    target (empty if none), and the best evaluation mean."""
-    with open(os.path.join(cwd, "config.json")) as f:
-        target = json.load(f)["target_return"]
-    rows = read_recorder(cwd)
-    first = next((row for row in rows if row["avg_return"] >= target), None)
-    return {"solved": first is not None, "steps_to_target": "" if first is None else int(first["step"]),
-            "seconds_to_target": "" if first is None else round(first["seconds"], 1),
-            "best_return": round(max((row["avg_return"] for row in rows), default=-math.inf), 1)}
-
-
-def read_recorder(cwd: str) -> list[dict[str, float]]:
-    path = os.path.join(cwd, "recorder.csv")
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as f:
-        return [{key: float(value) for key, value in row.items()} for row in csv.DictReader(f)]
-
-
-def run_in_grid(run: dict, cwd: str) -> dict:
-    """One run of the grid as a fresh `python AgentRun.py` process (an agent's own child processes need one that is
-    not a daemon), its output in cwd/stdout.txt: a new run, or resume= where a killed grid left a checkpoint.
-    Returns summarise_run's row, or one with the error of a run that failed."""
-    items = [f"{key}={value}" for key, value in run.items()]
-    os.makedirs(cwd, exist_ok=True)
-    if os.path.isdir(os.path.join(cwd, "checkpoint")):
-        items = [f"resume={cwd}"] + [item for item in items if not item.startswith("env=")]  # config.json has the env
-    else:
-        items += [f"cwd={cwd}", "if_remove=True"]  # what a run killed before its first checkpoint left
-    with open(os.path.join(cwd, "stdout.txt"), "w") as out:
-        process = subprocess.run([sys.executable, os.path.abspath(__file__), *items], stdout=out, stderr=subprocess.PIPE,
-                                 text=True)
-    if process.returncode != 0:
-        lines = process.stderr.strip().splitlines() or [f"exit code {process.returncode}"]
-        return {"solved": False, "steps_to_target": "", "seconds_to_target": "", "best_return": "", "error": lines[-1]}
-    summary = summarise_run(cwd)
-    with open(os.path.join(cwd, "summary.json"), "w") as f:  # marks the run finished for a grid started again
-        json.dump(summary, f)
-    return summary
-
-
-def run_grid(grid_dir: str, argv: list[str], workers: int | None = None) -> list[dict]:
-    """Run every combination of the comma lists in argv (python AgentRun.py agent=AgentSAC,AgentTD3 seed=0,1,2
-    grid=<dir>), `workers` at a time (default: the cores over num_threads), each in <grid_dir>/<settings that vary>.
-    A grid started again skips the runs that finished and resumes the others. Prints a line as each run ends and a
-    median table per config, writes summary.csv and comparison.png into grid_dir, and returns the summary rows."""
-    spec, runs = grid_runs(argv)
-    varying = [key for key, value in spec.items() if "," in value]
-    spec_path = os.path.join(grid_dir, "grid.json")
-    if os.path.exists(spec_path):
-        with open(spec_path) as f:
-            earlier = json.load(f)
-        if earlier != spec:
-            raise RefusedError(f"{grid_dir!r} holds another grid ({' '.join(f'{k}={v}' for k, v in earlier.items())}); "
-                               f"start that one again to finish it, or choose another grid directory")
-    os.makedirs(grid_dir, exist_ok=True)
-    with open(spec_path, "w") as f:
-        json.dump(spec, f, indent=2)
-    threads = int(spec.get("num_threads", 1)) if "," not in spec.get("num_threads", "") else 1
-    workers = workers or max(1, (os.cpu_count() or 1) // threads)
-
-    rows = [None] * len(runs)
-    to_run = []
-    for i, run in enumerate(runs):
-        cwd = os.path.join(grid_dir, run_name(run, varying))
-        if os.path.exists(os.path.join(cwd, "summary.json")):
-            with open(os.path.join(cwd, "summary.json")) as f:
-                rows[i] = {key: run[key] for key in varying} | json.load(f)
-        else:
-            to_run.append((i, run, cwd))
-    print(f"grid {grid_dir}: {len(runs)} runs, {len(runs) - len(to_run)} finished before, {workers} at a time", flush=True)
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:  # each thread waits on one run's process
-        futures = {pool.submit(run_in_grid, run, cwd): (i, run) for i, run, cwd in to_run}
-        for done, future in enumerate(concurrent.futures.as_completed(futures), start=len(runs) - len(to_run) + 1):
-            i, run = futures[future]
-            rows[i] = {key: run[key] for key in varying} | future.result()
-            outcome = (f"failed: {rows[i]['error']}" if "error" in rows[i] else
-                       f"solved at step {rows[i]['steps_to_target']} in {rows[i]['seconds_to_target']} s" if rows[i]["solved"]
-                       else f"not solved, best {rows[i]['best_return']}")
-            print(f"[{done}/{len(runs)}] {run_name(run, varying)}: {outcome}", flush=True)
-
-    columns = varying + ["solved", "steps_to_target", "seconds_to_target", "best_return", "error"]
-    with open(os.path.join(grid_dir, "summary.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    print_grid_table(rows, [key for key in varying if key != "seed"])
-    if any(read_recorder(os.path.join(grid_dir, run_name(run, varying))) for run in runs):
-        plot_runs([grid_dir])
-    return rows
-
-
-def print_grid_table(rows: list[dict], config_keys: list[str]):
-    """One line per config (the settings that vary, seeds pooled): solved runs, median and slowest seconds to the
-    target (a run that missed it counts as infinitely slow), median best return."""
-    configs = {}
-    for row in rows:
-        configs.setdefault(tuple(row[key] for key in config_keys), []).append(row)
-    print(f"{' '.join(config_keys) or 'config':<40} {'solved':>7} {'median s':>9} {'slowest s':>9} {'median best':>12}")
-    for config, group in configs.items():
-        seconds = [row["seconds_to_target"] if row["solved"] else math.inf for row in group]
-        best = [row["best_return"] for row in group if row["best_return"] != ""]
-        print(f"{' '.join(map(str, config)) or 'all':<40} {sum(row['solved'] for row in group):>3}/{len(group):<3} "
-              f"{np.median(seconds):>9.1f} {max(seconds):>9.1f} {np.median(best) if best else math.nan:>12.1f}")
-
-
-def agent_default(agent: str, key: str) -> typing.Any:
-    """The value the agent named `agent` gives the setting `key`, or None (not one of its settings, or unknown agent)."""
-    return agent_settings(AGENT_CLASSES[agent]).get(key) if agent in AGENT_CLASSES else None
-
-
-def group_runs(runs: list[tuple[dict, typing.Any]]) -> dict[str, list]:
-    """(config.json, anything) pairs -> {label: the pairs of that config}, a config being every setting but the seed
-    and the limits, the label naming the settings that differ between configs, an agent's own defaults left out (an
-    agent that varies brings its learning rate along)."""
-    ignored = {"seed", "cwd", "if_resume", "if_remove", "max_time", "break_step"}  # what does not make another config
-    keys = sorted({key for config, _ in runs for key in config} - ignored)
-    varying = [key for key in keys if len({json.dumps(config.get(key)) for config, _ in runs}) > 1
-               and not all(config.get(key) == agent_default(config["agent"], key) for config, _ in runs)]
-    groups = {}
-    for config, value in runs:
-        groups.setdefault(" ".join(f"{key}={config.get(key)}" for key in varying) or config["agent"], []).append((config, value))
-    return groups
-
-
-PLOT_OPTIONS = {"value": (str,), "x": (str,), "smooth": (int,), "select": (str,), "exclude": (str,), "labels": (str,),
-                "stat": (str,)}  # plot='s key=value, typed
-PLOT_STATS = {"median": "median over seeds, band from min to max",
-              "iqm": "interquartile mean over seeds, band its 95% stratified-bootstrap interval"}
-
-
-def find_runs(dirs: list[str], select: str | None = None, exclude: str | None = None) -> list[tuple[dict, list, str]]:
-    """(config.json, recorder rows, path) of every run under dirs (a directory with both, at least one row) whose path
-    holds `select` and not `exclude` (substrings; None: any)."""
-    runs = []
-    for top in dirs:
-        for path, _dirs, files in sorted(os.walk(top)):
-            if "config.json" in files and "recorder.csv" in files and (select is None or select in path) \
-                    and (exclude is None or exclude not in path):
-                with open(os.path.join(path, "config.json")) as f:
-                    config = json.load(f)
-                if rows := read_recorder(path):
-                    runs.append((config, rows, path))
-    if not runs:
-        raise RefusedError(f"plot= found no runs under {', '.join(dirs)}" + (f" selected by {select!r}" if select else "")
-                           + (f" without {exclude!r}" if exclude else "") + ": a run is a directory with config.json and "
-                           "a recorder.csv of at least one evaluation (a cwd of python AgentRun.py, or a grid's directory)")
-    return runs
-
-
-def interquartile_mean(values: np.ndarray) -> np.ndarray:
-    """The mean of the middle half along axis 0, a quarter cut from each end (scipy's trim_mean(values, 0.25), the
-    IQM of Agarwal et al., NeurIPS 2021)."""
-    cut = int(0.25 * len(values))
-    return np.sort(values, axis=0)[cut:len(values) - cut].mean(axis=0)
-
-
-def seed_curves(members: list, x_name: str, value: str, smooth: int, stat: str, repeats: int = 2000
-                ) -> tuple[np.ndarray, ...]:
-    """x (200 points) and the centre, low and high curves of one config's seeds: each seed's `value` (a moving average of
-    `smooth` rows) interpolated onto x within the range it covers; stat "median" with min and max, or "iqm" with its 95%
-    interval from `repeats` bootstrap resamples of the seeds (rliable's stratified bootstrap for one task, here in
-    numpy; x then spans only where every seed has a value, so that every resample has all of them)."""
-    starts = [rows[min(smooth, len(rows)) - 1][x_name] for _, rows in members]
-    ends = [rows[-1][x_name] for _, rows in members]
-    x = np.linspace(0, max(ends), 200) if stat == "median" else np.linspace(max(starts), min(ends), 200)
-    kernel = np.ones(smooth) / smooth
-    curves = np.array([np.interp(x, [row[x_name] for row in rows][smooth - 1:],
-                                 np.convolve([row.get(value, math.nan) for row in rows], kernel, "valid"),
-                                 left=np.nan, right=np.nan) for _, rows in members])  # (seeds, 200)
-    if stat == "iqm":
-        resamples = curves[np.random.default_rng(0).integers(len(curves), size=(repeats, len(curves)))]
-        boot = np.array([interquartile_mean(sample) for sample in resamples])  # (repeats, 200)
-        return x, interquartile_mean(curves), *np.percentile(boot, [2.5, 97.5], axis=0)
-    with warnings.catch_warnings():  # an x where no seed has data yet: an all-NaN column
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return x, np.nanmedian(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
-
-
-def plot_runs(dirs: list[str], value: str = "avg_return", x: str = "both", smooth: int = 1, select: str | None = None,
-              exclude: str | None = None, labels: str | None = None, stat: str = "median") -> str:
-    """One PNG comparing every run found under dirs (find_runs; select and exclude by path substrings): a recorder
-    column (`value`, the evaluation mean return by default) against environment steps and seconds (x="both") or one of
-    them, one colour per config (the settings, seed aside; group_runs), named by `labels` (a comma list, in the legend's
-    order) where given, each seed smoothed over `smooth` rows; the centre and band of its seeds (seed_curves: stat
-    "median" or "iqm"); the targets dashed where the value is the return. Written as <dirs[0]>/comparison.png."""
-    if x not in ("both", "step", "seconds") or stat not in PLOT_STATS or smooth < 1:
-        raise RefusedError(f"plot= takes x=both|step|seconds, stat={'|'.join(PLOT_STATS)} and smooth= an integer > 0; "
-                           f"got x={x!r}, stat={stat!r}, smooth={smooth}")
-    runs = find_runs(dirs, select, exclude)
-    if all(value not in rows[0] for _, rows, _ in runs):
-        raise RefusedError(f"value={value!r} is no recorder.csv column of these runs; they have {', '.join(runs[0][1][0])}")
-    groups = group_runs([(config, rows) for config, rows, _ in runs])
-    names = labels.split(",") if labels else list(groups)
-    if len(names) != len(groups):
-        raise RefusedError(f"labels= names {len(names)} configs, but the runs make {len(groups)}: {', '.join(groups)}")
-    x_names = ("step", "seconds") if x == "both" else (x,)
-    fig = Figure(figsize=(6 * len(x_names), 5))
-    axes = np.atleast_1d(fig.subplots(1, len(x_names), sharey=True))
-    for ax, x_name in zip(axes, x_names, strict=True):
-        for i, (name, members) in enumerate(zip(names, groups.values(), strict=True)):
-            points, centre, low, high = seed_curves(members, x_name, value, smooth, stat)
-            ax.plot(points, centre, color=f"C{i % 10}", label=f"{name} ({len(members)} seeds)")
-            ax.fill_between(points, low, high, color=f"C{i % 10}", alpha=0.2)
-        for target in sorted({config["target_return"] for config, _, _ in runs}) if value == "avg_return" else ():
-            ax.axhline(target, color="black", linestyle="--", linewidth=1)
-        ax.set_xlabel("environment steps" if x_name == "step" else "seconds")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("evaluation mean return" if value == "avg_return" else value)
-    axes[0].legend(loc="lower right", fontsize=8)
-    fig.suptitle(f"{len(runs)} runs in {', '.join(dirs)}: {PLOT_STATS[stat]}")
-    path = os.path.join(dirs[0], "comparison.png")
-    fig.savefig(path, dpi=80)
-    print(f"comparison of {len(runs)} runs in {path}")
-    return path
-
-
 # ---- entry points ----
 
 
@@ -2805,8 +2094,8 @@ def resume(cwd: str, /, **overrides) -> dict:
 
 def main(argv: list[str]) -> dict | list | str:
     """The command line: `replay=<cwd> [episodes=<n>] [deterministic=False] [render=gif|human|none]`, `export=<cwd>`
-    alone, `plot=<dir>[,<dir>...] [value= x= smooth= select= exclude= labels= stat=]` (plot_runs),
-    `resume=<cwd> [key=value ...]`, `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (run_grid), or `[key=value ...]`
+    alone, `plot=<dir>[,<dir>...] [value= x= smooth= select= exclude= labels= stat=]` (extras.tools.plot_runs),
+    `resume=<cwd> [key=value ...]`, `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (extras.tools.run_grid), or `[key=value ...]`
     for run__demo()."""
     commands = [item for item in argv if item.startswith(("replay=", "export=", "resume=", "plot=", "grid="))]
     if len(commands) > 1:
@@ -2815,12 +2104,13 @@ def main(argv: list[str]) -> dict | list | str:
     rest = [item for item in argv if item not in commands]
     if command == "export" and rest:
         raise RefusedError("export= takes no other key=value")
+    tools = importlib.import_module("extras.tools") if command in ("replay", "export", "plot", "grid") else None
     if command == "replay":
-        return replay(value, **parse_options(rest, REPLAY_OPTIONS, "replay="))
+        return tools.replay(value, **parse_options(rest, tools.REPLAY_OPTIONS, "replay="))
     if command == "export":
-        return export(value)
+        return tools.export(value)
     if command == "plot":
-        return plot_runs(value.split(","), **parse_options(rest, PLOT_OPTIONS, "plot="))
+        return tools.plot_runs(value.split(","), **parse_options(rest, tools.PLOT_OPTIONS, "plot="))
     if command == "resume":
         return resume(value, **parse_overrides(rest))
     workers = [item for item in rest if item.startswith("workers=")]
@@ -2830,14 +2120,11 @@ def main(argv: list[str]) -> dict | list | str:
         count = parse_value("workers", workers[-1].partition("=")[2], (int,)) if workers else None
         if count is not None and count < 1:
             raise RefusedError(f"workers={count} is not accepted: workers must be an integer > 0")
-        return run_grid(value, [item for item in rest if item not in workers], count)
+        return tools.run_grid(value, [item for item in rest if item not in workers], count)
     if any("," in item and not item.startswith("net_dims=") for item in rest):
         raise RefusedError(f"a comma list makes a grid of runs: name its directory with grid=<dir> "
                            f"(got {' '.join(item for item in rest if ',' in item)})")
     return run__demo(**parse_overrides(rest))
-
-
-REPLAY_OPTIONS = {"episodes": (int,), "deterministic": (bool,), "render": (str,)}  # replay='s key=value, typed
 
 
 def parse_options(argv: list[str], options: dict[str, tuple], command: str) -> dict:
@@ -2853,6 +2140,7 @@ def parse_options(argv: list[str], options: dict[str, tuple], command: str) -> d
 
 
 if __name__ == "__main__":
+    sys.modules.setdefault("AgentRun", sys.modules["__main__"])  # extras/ imports this module by name: the same one
     try:
         main(sys.argv[1:])
     except RefusedError as error:  # refused input: its message says what is accepted; a bug keeps its traceback

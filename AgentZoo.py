@@ -671,7 +671,7 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
 
 class HindsightReplayBuffer(ReplayBuffer):
     """Hindsight experience replay (Andrychowicz et al. arXiv:1707.01495) for goal envs, whose flat states are
-    [observation, achieved_goal, desired_goal] (AgentRun.GoalObservation), each goal goal_dim long. A sampled
+    [observation, achieved_goal, desired_goal] (extras.goals.GoalObservation), each goal goal_dim long. A sampled
     transition keeps its goal with probability 1 / (her_k + 1); otherwise its goal (in state and next_state) becomes
     the goal achieved after a step drawn uniformly from this one to its episode's last stored step, and its reward
     and discount are recomputed for it by `feedback` (the env's compute_reward and compute_terminated): the "future"
@@ -2649,7 +2649,7 @@ class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
         return torch.stack((obj_critic.detach(), -surrogate.detach() / reward.numel()))
 
 
-# ---- multi-agent agents (a team on a PettingZoo parallel env: AgentRun.MultiAgentEnv) ----
+# ---- multi-agent agents (a team on a PettingZoo parallel env: extras.teams.MultiAgentEnv) ----
 
 
 class MultiAgent:
@@ -2677,7 +2677,7 @@ class MultiAgent:
                                f"agent's own reward")
 
     def valued_reward(self, reward, info: dict):
-        """The team's reward, the sum of its agents' (the env's: AgentRun.MultiAgentEnv); for an agent with a value per
+        """The team's reward, the sum of its agents' (the env's: extras.teams.MultiAgentEnv); for an agent with a value per
         agent (if_agent_rewards), every agent's, (..., num_agents): its own (info["agent_rewards"]), or with
         common_reward the sum for each."""
         if not self.if_agent_rewards:

@@ -33,7 +33,8 @@ import torch
 from time_to_target import ROOT, STOP_LINE, git_commit
 
 sys.path.insert(0, ROOT)
-from AgentRun import find_checkpoint, prepare_env, read_run, saved_agent  # noqa: E402
+from AgentRun import find_checkpoint, prepare_env, saved_agent  # noqa: E402
+from extras.tools import read_run  # noqa: E402
 from AgentZoo import AgentBase, load_weights  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "History", "competitive.csv")

@@ -18,7 +18,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from AgentRun import ATARI_MAX_FRAMES, build_env  # noqa: E402
+from AgentRun import build_env  # noqa: E402
+from extras.pixels import ATARI_MAX_FRAMES  # noqa: E402
 
 ENVPOOL_SETTINGS = {"ALE/Pong-v5": ("Pong-v5", dict(img_height=84, img_width=84, stack_num=4, gray_scale=True,
                                                     frame_skip=4, noop_max=30, repeat_action_probability=0.25,

@@ -26,8 +26,9 @@ def run_once(agent: str, env: str, seed: int, break_step: int, target: float, if
         command = [sys.executable, "AgentRun.py", f"agent={agent}", f"env={env}", f"seed={seed}", f"cwd={cwd}/run",
                    f"break_step={break_step}"]
         if if_continuous:  # an env made with keywords: through the Python API, as BENCHMARKS.md says
-            command = [sys.executable, "-c", f"import AgentRun; AgentRun.train_and_evaluate(AgentRun.Arguments("
-                       f"agent={agent!r}, env=AgentRun.make_mpe2_env({env!r}, continuous_actions=True), seed={seed}, "
+            command = [sys.executable, "-c", f"import AgentRun, extras.teams; AgentRun.train_and_evaluate("
+                       f"AgentRun.Arguments(agent={agent!r}, env=extras.teams.make({env!r}, continuous_actions=True), "
+                       f"seed={seed}, "
                        f"cwd={cwd + '/run'!r}, break_step={break_step}))"]
         out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
         if out.returncode != 0:

@@ -28,8 +28,10 @@ from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_m
 from sb3_contrib.common.wrappers import ActionMasker
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from AgentRun import (NO_VELOCITY, ROBOTICS_PREFIXES, TARGET_RETURN_WITHOUT_THRESHOLD, ActionRepeat,  # noqa: E402
-                      Arguments, Evaluator, make_robotics_env, prepare_env)
+from AgentRun import TARGET_RETURN_WITHOUT_THRESHOLD, Arguments, Evaluator, env_family, prepare_env  # noqa: E402
+from extras import goals  # noqa: E402
+from extras.no_velocity import NO_VELOCITY  # noqa: E402
+from extras.pixels import ActionRepeat  # noqa: E402
 
 ALGOS = {"A2C": A2C, "DDPG": DDPG, "DQN": DQN, "PPO": PPO, "QRDQN": QRDQN, "SAC": SAC, "TD3": TD3, "TRPO": TRPO,
          "MaskablePPO": MaskablePPO, "RecurrentPPO": RecurrentPPO}
@@ -221,8 +223,8 @@ def main(argv: list[str]):
     torch.set_num_threads(1)  # shared/BENCH.md: the peer with one torch thread, as ours
     if_pixels = env_id.startswith(PIXEL_TASKS)
     make_pixel_envs = atari_envs if env_id.startswith("ALE/") else car_racing_envs
-    if env_id.startswith(ROBOTICS_PREFIXES):
-        make_robotics_env(env_id)  # registers gymnasium-robotics' ids, or says how to install it
+    if env_family(env_id) is goals:
+        goals.register(env_id)  # registers gymnasium-robotics' ids, or says how to install it
     masker = dict(wrapper_class=ActionMasker, wrapper_kwargs=dict(action_mask_fn=taxi_mask)) if algo == "MaskablePPO" else {}
     env = make_pixel_envs(env_id, n_envs, seed, False) if if_pixels else make_vec_env(env_id, n_envs=n_envs, seed=seed,
                                                                                      **masker)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, RefusedError, export, prepare_env, replay, train_and_evaluate
+from AgentRun import Arguments, RefusedError, prepare_env, train_and_evaluate
+from extras.tools import export, replay
 from AgentZoo import AgentC51, AgentDiscretePPO, AgentDiscreteSAC, AgentDoubleDQN, AgentDQN, AgentRainbow
 from envs import MaskedEnv
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import AgentRun
-from AgentRun import Arguments, EnvPoolVectorEnv, train_and_evaluate
+from AgentRun import Arguments, train_and_evaluate
+from extras.envpool_backend import EnvPoolVectorEnv
 
 
 def gymnasium_twin(env_id: str) -> gym.Env:

@@ -201,7 +201,7 @@ def test_workers_in_the_serial_loop_are_refused(tmp_path):
 def test_random_steps_of_an_on_policy_agent_is_refused(tmp_path):
     args = Arguments(agent="AgentPPO", env="Pendulum-v1", cwd=str(tmp_path / "run"), random_steps=1000)
     with pytest.raises(ValueError, match=r"random_steps=1000 is not accepted: AgentPPO has no random_steps \(only "
-                                         r"AgentApeX, AgentC51, AgentD3QN, .*AgentTD3, AgentVDN have it\)"):
+                                         r"AgentApeX, AgentC51, AgentD3QN, .*AgentTD3, AgentTQC, AgentVDN have it\)"):
         train_and_evaluate(args)
 
 

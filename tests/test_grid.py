@@ -8,7 +8,8 @@ import sys
 import matplotlib.image
 import pytest
 
-from AgentRun import grid_runs, group_runs, main, plot_runs, run_grid
+from AgentRun import main
+from extras.tools import grid_runs, group_runs, plot_runs, run_grid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -7,6 +7,7 @@ import torch
 
 import AgentRun
 from AgentZoo import AgentDiscreteIDDPG, AgentDiscreteMADDPG
+from extras import tools
 
 
 def changed(state: torch.Tensor, action: torch.Tensor, agents: list[int], what: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,4 +51,4 @@ def test_a_short_run_from_the_command_line_writes_recorder_csv(tmp_path):
     with open(cwd / "recorder.csv") as f:
         rows = list(csv.DictReader(f))
     assert rows and all(row["obj_critic"] for row in rows) and (cwd / "actor.pt").exists()
-    assert AgentRun.read_run(str(cwd), "replay")["common_reward"] is False
+    assert tools.read_run(str(cwd), "replay")["common_reward"] is False

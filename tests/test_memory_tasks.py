@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import AgentRun
-from AgentRun import NO_VELOCITY
+from extras.no_velocity import NO_VELOCITY
 
 
 @pytest.mark.parametrize("env_id", sorted(NO_VELOCITY))

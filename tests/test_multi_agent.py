@@ -1,4 +1,4 @@
-"""Multi-agent agents on PettingZoo parallel envs (AgentRun.MultiAgentEnv): the team as one gymnasium env; VDN, QMIX,
+"""Multi-agent agents on PettingZoo parallel envs (extras.teams.MultiAgentEnv): the team as one gymnasium env; VDN, QMIX,
 QTRAN, MADDPG, MAPPO and COMA against their papers' equations, on matrix games and on mpe2's simple_spread_v3; the
 refusals."""
 import numpy as np
@@ -10,11 +10,13 @@ from pettingzoo import ParallelEnv
 import AgentRun
 import AgentZoo
 from AgentNet import MonotonicMixer, QMixNet
-from AgentRun import Arguments, build_env, prepare_env, replay, resume, train_and_evaluate
+from AgentRun import Arguments, build_env, prepare_env, resume, train_and_evaluate
+from extras.tools import replay
 from AgentZoo import (AgentCOMA, AgentDiscreteMADDPG, AgentDiscreteMAPPO, AgentMADDPG, AgentMAPPO, AgentQMIX, AgentQTRAN,
                       AgentVDN, ReplayBuffer, RolloutBuffer)
 from envs import CLIMBING_GAME, ContinuousMatrixGame, MatrixGame
 from test_resume import assert_learned_state, assert_same, saves_and_restores  # noqa: F401 (a fixture)
+from extras import teams
 
 
 def test_the_team_is_one_gymnasium_env():
@@ -27,7 +29,7 @@ def test_the_team_is_one_gymnasium_env():
         state, reward, terminated, truncated, _ = env.step(np.array([0, 1, 2]))
         rewards, length, ended = rewards + reward, length + 1, terminated or truncated
     assert (length, terminated, truncated) == (25, False, True)  # max_cycles is a time limit: the last step bootstraps
-    continuous = AgentRun.make_mpe2_env("simple_spread_v3", continuous_actions=True)
+    continuous = teams.make("simple_spread_v3", continuous_actions=True)
     continuous_info = prepare_env(continuous)[1]
     assert (continuous_info.action_dim, continuous_info.if_discrete) == (5, False)
     assert AgentRun.env_to_config(continuous)["kwargs"]["continuous_actions"] is True  # config.json can rebuild it
@@ -40,7 +42,7 @@ def test_the_team_reward_is_the_sum_of_the_agents_rewards():
 
 
 def test_observations_of_different_lengths_are_zero_padded():
-    team = AgentRun.MultiAgentEnv(parallel_env=PaddedSpeakerListener())
+    team = teams.MultiAgentEnv(parallel_env=PaddedSpeakerListener())
     state, _ = team.reset(seed=0)
     assert team.obs_dim == 11 and state.shape == (22,)
     assert np.all(state[3:11] == 0) and np.all(state[:3] == 1)  # the speaker's 3 numbers, then zeros

@@ -291,7 +291,8 @@ def test_multiprocess_ppo_ratio_is_one_at_the_first_minibatch_of_every_round(tmp
     that acted, with that policy's log-probs, so every round starts at ratio 1, and recorder.csv says so
     (clip_fraction_start). (An explorer that took the newest weights without waiting acted a round behind: ratios up
     to 40% outside the clip range at a round's first minibatch.)"""
-    from AgentRun import Arguments, read_recorder, train_and_evaluate
+    from AgentRun import Arguments, train_and_evaluate
+    from extras.tools import read_recorder
 
     path, acted = tmp_path / "ratios.txt", tmp_path / "acted.txt"
     record_first_ratios(AgentDiscretePPO, monkeypatch, path)  # fork: the children inherit the patches

@@ -16,8 +16,10 @@ import pytest
 import torch
 from PIL import Image
 
-from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, ROBOTICS_PREFIXES, Arguments, build_agent, parse_overrides,
-                      prepare_env, replay, run_episodes, train_and_evaluate)
+from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, env_family, build_agent, parse_overrides, prepare_env,
+                      run_episodes, train_and_evaluate)
+from extras import goals
+from extras.tools import replay
 from AgentZoo import AgentDiscretePPO
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -159,7 +161,7 @@ def test_pretrained_run_replays_on_a_fresh_checkout(run, tmp_path):
     """Its config.json and actor.pt are all replay needs; replay seeds its episodes from config.json."""
     with open(os.path.join(run, "config.json")) as f:
         env_id = json.load(f)["env"]
-    if env_id.startswith(ROBOTICS_PREFIXES):
+    if env_family(env_id) is goals:
         pytest.importorskip("gymnasium_robotics")  # a benchmark-only package
     shutil.copytree(run, tmp_path / "run")
     result = replay(str(tmp_path / "run"), episodes=1)

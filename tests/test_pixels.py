@@ -12,6 +12,7 @@ from AgentNet import (ActorDiscretePPO, ActorPPO, CriticValue, ImageEncoder, QNe
 from AgentRun import (Arguments, build_env, build_evaluator, build_explore_env, prepare_env, run_episodes,
                       train_and_evaluate)
 from AgentZoo import AgentDiscretePPO, AgentDQN, AgentR2D2, ReplayBuffer, RolloutBuffer, SequenceReplayBuffer
+from extras import tools
 
 
 class ImageBanditEnv(gym.Env):
@@ -247,7 +248,7 @@ def test_atari_frame_stack_run_resumes_and_replays(tmp_path):
     frames = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)["frames"]
     assert frames.dtype == torch.uint8 and frames.shape[1:] == (1, 84, 84)
     assert AgentRun.resume(cwd, break_step=192, if_multiprocess=False)["step"] == 192
-    assert AgentRun.replay(cwd, episodes=1, render="none")["avg_length"] > 0
+    assert tools.replay(cwd, episodes=1, render="none")["avg_length"] > 0
 
 
 def test_frame_stack_of_other_envs_refused():
@@ -360,4 +361,4 @@ def test_multiprocess_run_on_frames_then_resume_and_replay(tmp_path):
     frames = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)["frames"]  # each grid once (FrameStacks)
     assert frames.dtype == torch.bool and frames.shape[1:] == (10, 10, 4) and 512 <= frames.shape[0] < 600
     assert AgentRun.resume(cwd, break_step=1024, if_multiprocess=False)["step"] == 1024
-    assert AgentRun.replay(cwd, episodes=1, render="none")["avg_length"] > 0
+    assert tools.replay(cwd, episodes=1, render="none")["avg_length"] > 0

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, prepare_env, replay, resume, run_episodes, train_and_evaluate
+from AgentRun import Arguments, prepare_env, resume, run_episodes, train_and_evaluate
+from extras.tools import replay
 from AgentNet import NetShape, RecurrentCore
 from AgentZoo import AgentDiscreteRecurrentPPO, AgentRecurrentPPO, RecurrentRolloutBuffer, RefusedError, sequences
 from envs import CounterEnv, make_counter_vector_env

@@ -11,6 +11,7 @@ import torch
 from AgentRun import Arguments, parse_overrides, prepare_env
 from AgentZoo import (AgentACKTR, AgentDDPG, AgentDiscreteSAC, AgentInterSAC, AgentPPO, AgentRainbow, AgentSAC, ReplayBuffer,
                       RolloutBuffer)
+from extras import tools
 
 
 def pendulum_rollout(agent: AgentPPO, steps: int = 64) -> RolloutBuffer:
@@ -123,9 +124,9 @@ def test_an_exported_actor_acts_with_torch_alone_as_select_action(agent, env, ex
     cwd = str(tmp_path / "run")
     AgentRun.train_and_evaluate(Arguments(agent=agent, env=env, cwd=cwd, eval_gap=0, if_multiprocess=False, **extra))
     paths = AgentRun.main([f"export={cwd}"])
-    config = AgentRun.read_run(cwd, "export")
+    config = tools.read_run(cwd, "export")
     env_info = prepare_env(env)[1]
-    agent_ = AgentRun.saved_agent(cwd, config, env_info, device="cpu")
+    agent_ = tools.saved_agent(cwd, config, env_info, device="cpu")
     if agent == "AgentPPO":
         assert not torch.equal(agent_.act.state_norm.std, torch.ones(3))  # statistics that the export must carry
     states = torch.randn(16, env_info.state_dim) * 3
@@ -174,18 +175,18 @@ def test_replay_takes_episodes_the_exploring_policy_and_no_gif(tmp_path):
     torch.manual_seed(0)
     explored = AgentRun.main([f"replay={cwd}", "episodes=3", "deterministic=False", "render=none"])
     assert explored["gif"] is None and explored["frames"] == 0 and not os.path.exists(os.path.join(cwd, "replay.gif"))
-    deterministic = AgentRun.replay(cwd, episodes=3, render="none")
+    deterministic = tools.replay(cwd, episodes=3, render="none")
     assert explored["avg_return"] != deterministic["avg_return"]  # the same envs and seeds, other actions
-    assert deterministic["avg_return"] == AgentRun.replay(cwd, episodes=3, render="none")["avg_return"]  # it repeats
+    assert deterministic["avg_return"] == tools.replay(cwd, episodes=3, render="none")["avg_return"]  # it repeats
     with pytest.raises(ValueError, match=r"replay= takes no other key=value than episodes=, deterministic=, render="):
         AgentRun.main([f"replay={cwd}", "seed=1"])
     with pytest.raises(ValueError, match=r"render='window' is not accepted: one of gif, human, none"):
         AgentRun.main([f"replay={cwd}", "render=window"])
     with pytest.raises(ValueError, match=r"episodes=0 is not accepted"):
-        AgentRun.replay(cwd, episodes=0)
+        tools.replay(cwd, episodes=0)
     if not os.environ.get("DISPLAY"):
         with pytest.raises(ValueError, match=r"render='human' needs a display"):
-            AgentRun.replay(cwd, render="human")
+            tools.replay(cwd, render="human")
 
 
 class PartsEnv(gym.Env):
@@ -288,7 +289,7 @@ def fake_run(path, seed: int, returns: list[float], lr: float = 1e-3):
 
 
 def test_the_interquartile_mean_cuts_a_quarter_from_each_end():
-    from AgentRun import interquartile_mean
+    from extras.tools import interquartile_mean
 
     assert interquartile_mean(np.array([1.0, 2.0, 3.0, 4.0, 100.0])) == 3.0  # 5 seeds: the middle three
     assert interquartile_mean(np.array([1.0, 2.0, 3.0, 4.0])) == 2.5  # 4 seeds: the middle two
@@ -301,14 +302,14 @@ def test_plot_options_select_smooth_and_summarise_the_seeds(tmp_path):
     for seed in range(5):
         fake_run(tmp_path / "runs" / f"a_{seed}", seed, [float(seed)] * 4)  # flat curves at 0 .. 4
         fake_run(tmp_path / "runs" / f"b_{seed}", seed, [-10.0, -10.0, 10.0, 10.0], lr=3e-4)
-    runs = AgentRun.find_runs([str(tmp_path / "runs")], select="a_", exclude="a_4")
+    runs = tools.find_runs([str(tmp_path / "runs")], select="a_", exclude="a_4")
     assert sorted(path[-3:] for _, _, path in runs) == ["a_0", "a_1", "a_2", "a_3"]
-    members = [(config, rows) for config, rows, _ in AgentRun.find_runs([str(tmp_path / "runs")], select="a_")]
-    x, centre, low, high = AgentRun.seed_curves(members, "step", "avg_return", 1, "iqm")
+    members = [(config, rows) for config, rows, _ in tools.find_runs([str(tmp_path / "runs")], select="a_")]
+    x, centre, low, high = tools.seed_curves(members, "step", "avg_return", 1, "iqm")
     assert x[-1] == 400 and np.allclose(centre, 2.0)  # the middle three of 0 .. 4
     assert np.all(low <= centre) and np.all(centre <= high) and np.all(low >= 0) and np.all(high <= 4)
-    b_members = [(config, rows) for config, rows, _ in AgentRun.find_runs([str(tmp_path / "runs")], select="b_")]
-    x, centre, _, _ = AgentRun.seed_curves(b_members, "step", "avg_return", 2, "median")
+    b_members = [(config, rows) for config, rows, _ in tools.find_runs([str(tmp_path / "runs")], select="b_")]
+    x, centre, _, _ = tools.seed_curves(b_members, "step", "avg_return", 2, "median")
     seen = ~np.isnan(centre)  # the median's x starts at 0, before the first smoothed row (step 200)
     assert x[seen][0] >= 200 and centre[seen][0] == pytest.approx(-10.0, abs=0.5) and centre[-1] == 10.0
     assert np.interp(300, x[seen], centre[seen]) == pytest.approx(0.0, abs=0.5)  # a moving average of two rows
@@ -316,13 +317,13 @@ def test_plot_options_select_smooth_and_summarise_the_seeds(tmp_path):
                           "labels=slow,fast"])
     assert os.path.isfile(path)
     with pytest.raises(ValueError, match=r"labels= names 1 configs, but the runs make 2"):
-        AgentRun.plot_runs([str(tmp_path / "runs")], labels="one")
+        tools.plot_runs([str(tmp_path / "runs")], labels="one")
     with pytest.raises(ValueError, match=r"value='obj_critic' is no recorder.csv column of these runs"):
-        AgentRun.plot_runs([str(tmp_path / "runs")], value="obj_critic")
+        tools.plot_runs([str(tmp_path / "runs")], value="obj_critic")
     with pytest.raises(ValueError, match=r"plot= takes x=both\|step\|seconds"):
-        AgentRun.plot_runs([str(tmp_path / "runs")], stat="mean")
+        tools.plot_runs([str(tmp_path / "runs")], stat="mean")
     with pytest.raises(ValueError, match=r"plot= found no runs under .* selected by 'c_'"):
-        AgentRun.plot_runs([str(tmp_path / "runs")], select="c_")
+        tools.plot_runs([str(tmp_path / "runs")], select="c_")
 
 
 def linear_widths_and_activations(net: torch.nn.Module) -> tuple[list[int], set[type]]:
@@ -357,9 +358,9 @@ def test_a_shaped_run_resumes_and_replays_with_the_same_networks(tmp_path):
     config = json.loads(open(os.path.join(cwd, "config.json")).read())
     assert config["net_dims"] == [400, 300] and config["activation"] == "elu"
     AgentRun.resume(cwd, break_step=1600)  # the checkpoint's networks load into networks of the same shape
-    assert AgentRun.replay(cwd, episodes=1, render="none")["avg_length"] == 200
+    assert tools.replay(cwd, episodes=1, render="none")["avg_length"] == 200
     widths, activations = linear_widths_and_activations(
-        AgentRun.saved_agent(cwd, config, prepare_env("Pendulum-v1")[1], device="cpu").act)
+        tools.saved_agent(cwd, config, prepare_env("Pendulum-v1")[1], device="cpu").act)
     assert widths[:2] == [400, 300] and activations == {torch.nn.ELU}
 
 

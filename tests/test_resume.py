@@ -18,6 +18,7 @@ import torch
 import AgentRun
 from AgentRun import Arguments, load_checkpoint, save_checkpoint, train_and_evaluate
 from AgentZoo import AgentSAC, ReplayBuffer
+from extras import tools
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -430,7 +431,7 @@ def test_resume_and_replay_rebuild_the_env_instance_with_its_kwargs_and_time_lim
     assert recorded["id"] == "Pendulum-v1" and recorded["kwargs"] == {"g": 3.0} and recorded["max_episode_steps"] == 50
     rebuilt = AgentRun.env_from_config(recorded)
     assert rebuilt.unwrapped.g == 3.0 and rebuilt.spec.max_episode_steps == 50
-    assert AgentRun.replay(cwd, episodes=1)["avg_length"] == 50
+    assert tools.replay(cwd, episodes=1)["avg_length"] == 50
     AgentRun.resume(cwd, break_step=1024)
     history = load_checkpoint(cwd, *fresh_sac_and_buffer())["evaluator"]["history"]
     assert history[-1]["step"] == 1024 and history[-1]["avg_length"] == 50
@@ -446,5 +447,5 @@ def test_an_env_that_cannot_be_rebuilt_is_refused_by_resume_and_replay(tmp_path)
     with pytest.raises(ValueError, match=message):
         AgentRun.resume(cwd, break_step=1024)
     with pytest.raises(ValueError, match=message):
-        AgentRun.replay(cwd)
+        tools.replay(cwd)
     assert AgentRun.resume(cwd, env=make(), break_step=1024)["step"] == 1024  # the instance passed again

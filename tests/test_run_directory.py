@@ -8,6 +8,8 @@ import pytest
 
 import AgentRun
 from AgentRun import Arguments, train_and_evaluate
+from extras import tools
+from extras import teams
 
 
 def tiny_run(cwd: str):
@@ -31,7 +33,7 @@ def payloads(marker) -> list[dict]:
     return [spec | {"entry_point": "subprocess:run", "kwargs": command},
             spec | {"additional_wrappers": [wrapper]},
             spec | {"id": "Evil-v0", "entry_point": "subprocess:run", "kwargs": command},
-            json.loads(gym.spec(AgentRun.register_mpe2_env("simple_spread_v3")).to_json()) | {"kwargs": {"module": "this"}}]
+            json.loads(gym.spec(teams.register("simple_spread_v3")).to_json()) | {"kwargs": {"module": "this"}}]
 
 
 @pytest.mark.parametrize("payload, message", [
@@ -48,7 +50,7 @@ def test_a_config_that_names_code_is_refused_by_resume_and_replay_without_runnin
     with pytest.raises(ValueError, match=message):
         AgentRun.resume(cwd, break_step=1024)
     with pytest.raises(ValueError, match=message):
-        AgentRun.replay(cwd, episodes=1)
+        tools.replay(cwd, episodes=1)
     assert not marker.exists()
 
 
@@ -56,11 +58,11 @@ def test_a_grid_started_again_refuses_a_run_whose_config_names_code(tmp_path):
     grid, marker = tmp_path / "grid", tmp_path / "pwned"
     argv = ["agent=AgentDQN", "env=CartPole-v1", "seed=0,1", "break_step=512", "eval_gap=0", "eval_times=1",
             "target_return=1e9"]
-    AgentRun.run_grid(str(grid), argv, workers=1)
+    tools.run_grid(str(grid), argv, workers=1)
     run_dir = grid / "seed=1"
     os.remove(run_dir / "summary.json")  # as if the grid had been killed during this run: started again, it resumes it
     write_env(str(run_dir), payloads(marker)[0])
-    rows = AgentRun.run_grid(str(grid), argv, workers=1)
+    rows = tools.run_grid(str(grid), argv, workers=1)
     assert "registry only" in rows[1]["error"] and "error" not in rows[0]
     assert not marker.exists()
 
@@ -73,5 +75,5 @@ def test_an_instance_with_kwargs_and_a_time_limit_is_still_rebuilt(tmp_path):
     assert recorded["max_episode_steps"] == 100
     rebuilt = AgentRun.env_from_config(recorded | {"kwargs": {"sutton_barto_reward": True}})
     assert rebuilt.spec.max_episode_steps == 100 and rebuilt.unwrapped._sutton_barto_reward
-    assert AgentRun.replay(cwd, episodes=1)["avg_length"] <= 100
+    assert tools.replay(cwd, episodes=1)["avg_length"] <= 100
     assert AgentRun.resume(cwd, break_step=1024)["step"] == 1024

@@ -12,7 +12,8 @@ import torch.multiprocessing as mp
 
 import AgentRun
 from AgentNet import StateNorm
-from AgentRun import Arguments, replay, resume, train_and_evaluate
+from AgentRun import Arguments, resume, train_and_evaluate
+from extras.tools import replay
 from AgentZoo import (AgentACER, AgentC51, AgentD3QN, AgentDiscretePPO, AgentInterSAC, AgentModSAC, AgentPPO, AgentSAC,
                       AgentTD3, AgentTRPO)
 
