@@ -200,7 +200,7 @@ ILLEGAL = -1e8  # a masked action's Q-value or logit: below any real one, yet fi
 
 def legal_only(values: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
     """values (..., action_dim) of every action, with those of the actions that state's mask forbids at ILLEGAL. The
-    mask is the state's last action_dim entries, 1 legal and 0 not (AgentRun.ActionMaskObservation puts it there): an
+    mask is the state's last action_dim entries, 1 legal and 0 not (extras.masks puts it there): an
     illegal action is then never a max or an argmax, and a softmax gives it probability 0 (its exp underflows), as
     sb3-contrib's MaskablePPO masks its logits."""
     return values.masked_fill(state[..., -values.shape[-1]:] < 0.5, ILLEGAL)

@@ -884,9 +884,8 @@ class AgentBase:
     if_clip_reward = False
     # True: its networks take image observations (state_dim an image's shape: AgentNet.ImageEncoder)
     if_image_states = False
-    # True: the states end with a mask of the legal actions (AgentRun.ActionMaskObservation), and the agent never takes
-    # an illegal one nor values a state by one (legal); a hyperparameter of the discrete agents whose hyper_defaults
-    # name it
+    # True: the states end with a mask of the legal actions (extras.masks), and the agent never takes an illegal one nor
+    # values a state by one (legal); a hyperparameter of the discrete agents whose hyper_defaults name it
     if_action_mask = False
     if_multi_agent = False  # True: a team's agent (MultiAgent), num_agents of them on a PettingZoo env
     # True: its networks carry a memory per env copy (AgentRecurrentPPO, AgentR2D2), which the evaluator restarts per
