@@ -1582,6 +1582,9 @@ class AgentTQC(AgentSAC):
     return (CriticQuantiles) and whose target drops the largest atoms of their pooled mixture, which controls the
     overestimation that SAC's minimum of two heads controls coarsely. The actor maximises the mean of every atom."""
 
+    # the zoo's step size and tau for TQC on BipedalWalkerHardcore-v3 (its step size without the decay): at the family's
+    # 2e-3 and 0.02 the critic diverged there (History/UPDATE_LOG.md, 2026-11-28)
+    hyper_defaults = AgentSAC.hyper_defaults | dict(learning_rate=7.3e-4, soft_update_tau=0.01)
     cri_class = CriticQuantiles
     drop_per_critic = 2  # the largest atoms of the target mixture left out, per critic (the paper's d = 2, section 5)
 
