@@ -1,6 +1,8 @@
 """Reuse by copying: an agent class and only what it names, pasted into a fresh module, trains from a plain loop."""
 import importlib.util
 import inspect
+import os
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -25,6 +27,11 @@ HELPERS = ["RefusedError", "soft_update", "optimizer_step", "new_adam", "merged_
 def copy_into_module(tmp_path, from_net: list[str], from_zoo: list[str]):
     pieces = [inspect.getsource(getattr(AgentNet, name)) for name in from_net]
     pieces += [inspect.getsource(getattr(AgentZoo, name)) for name in from_zoo]
+    return module_of(tmp_path, pieces)
+
+
+def module_of(tmp_path, pieces: list[str]):
+    """The pieces' sources pasted below HEADER into a fresh module, imported; it imports nothing of the library."""
     path = tmp_path / "my_agent.py"
     path.write_text(HEADER + "\n\n".join(pieces))
     assert "import Agent" not in path.read_text() and "from Agent" not in path.read_text()
@@ -87,5 +94,27 @@ def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
         buffer.extend(*agent.explore_env(env, 256))
         agent.update_net(buffer, batch_size=64, repeat_times=0.5)
     after = evaluate(env, agent)
+    print(f'deterministic return before {before:.0f}, after {after:.0f}')
+    assert after > before + 100, (before, after)
+
+
+def test_copied_ppo_from_the_lines_to_copy_list_trains_on_cartpole_from_a_plain_loop(tmp_path):
+    """The pieces benchmarks/lines_to_copy.py lists for AgentDiscretePPO, and nothing else, make a module that trains:
+    the list that BENCHMARKS.md counts is complete."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    from lines_to_copy import definitions, pieces_to_copy
+    my_ppo = module_of(tmp_path, [definitions()[name][1] for name in pieces_to_copy("AgentDiscretePPO")])
+    torch.manual_seed(0)
+    env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    env.reset(seed=0)
+    agent = my_ppo.AgentDiscretePPO(64, 4, 2, device="cpu")
+    buffer = my_ppo.RolloutBuffer()
+    eval_env = gym.make("CartPole-v1")
+    eval_env.reset(seed=0)
+    before = evaluate(eval_env, agent)
+    for _ in range(20):  # 20 rounds of 4 x 256 steps
+        buffer.extend(*agent.explore_env(env, 256))
+        agent.update_net(buffer, batch_size=256, repeat_times=8)
+    after = evaluate(eval_env, agent)
     print(f'deterministic return before {before:.0f}, after {after:.0f}')
     assert after > before + 100, (before, after)
