@@ -105,7 +105,8 @@ def test_copied_ppo_from_the_lines_to_copy_list_trains_on_cartpole_from_a_plain_
     from lines_to_copy import definitions, pieces_to_copy
     my_ppo = module_of(tmp_path, [definitions()[name][1] for name in pieces_to_copy("AgentDiscretePPO")])
     torch.manual_seed(0)
-    env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4,
+                                   autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)  # the agents' autoreset
     env.reset(seed=0)
     agent = my_ppo.AgentDiscretePPO(64, 4, 2, device="cpu")
     buffer = my_ppo.RolloutBuffer()
