@@ -281,8 +281,10 @@ class Arguments:
             except ImportError:
                 raise RefusedError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
                                    "without it, recorder.csv and the plot hold the same numbers") from None
-        if self.env_backend != "gymnasium":
-            self.check_env_backend(env_info)
+        if self.env_backend not in ("gymnasium", "envpool"):
+            raise RefusedError(f"env_backend={self.env_backend!r} is not accepted: 'gymnasium' or 'envpool'")
+        if self.env_backend == "envpool":
+            importlib.import_module("extras.envpool_backend").check_arguments(self, env_info)
         if self.her_k:
             self.check_hindsight(env_info)
         if self.if_state_norm and is_image(env_info.state_dim):
@@ -329,25 +331,6 @@ class Arguments:
                 raise RefusedError(f"{name}={value!r} is not accepted with her_k={self.her_k}: a relabelled transition "
                                    f"is a one-step one drawn uniformly (HindsightReplayBuffer); pass {name}={accepted}, "
                                    f"or her_k=0")
-
-    def check_env_backend(self, env_info: "EnvInfo"):
-        """envpool steps a task EnvPool has by the same id, with flat observations and no wrapper of this library's."""
-        if self.env_backend != "envpool":
-            raise RefusedError(f"env_backend={self.env_backend!r} is not accepted: 'gymnasium' or 'envpool'")
-        wrapped = (["her_k"] if self.her_k else []) + (["if_action_mask"] if self.if_action_mask else [])
-        if wrapped or not isinstance(self.env, str) or is_image(env_info.state_dim) or env_info.if_multi_agent:
-            raise RefusedError(f"env_backend='envpool' is not accepted for {env_info.env_name}"
-                               + (f" with {' and '.join(wrapped)}" if wrapped else "") + ": it takes a gymnasium id of "
-                               "a task with flat observations (not an Env instance, images, a team or a goal env) "
-                               "that EnvPool has under the same id, such as LunarLanderContinuous-v3 or HalfCheetah-v5; "
-                               "pass env_backend='gymnasium'")
-        try:
-            import envpool
-        except ImportError:
-            raise RefusedError("env_backend='envpool' needs the envpool package: pip install envpool") from None
-        if self.env not in envpool.list_all_envs():
-            raise RefusedError(f"env_backend='envpool' is not accepted for {self.env}: EnvPool has no task of that id "
-                               f"(envpool.list_all_envs() lists its ids); pass env_backend='gymnasium'")
 
     def prepare_cwd(self):
         """Refuse to mix with an earlier run's files (if_resume continues it, if_remove deletes it), then write

@@ -4,6 +4,8 @@ import warnings
 import gymnasium as gym
 import numpy as np
 
+from AgentNet import is_image
+from AgentZoo import RefusedError
 
 
 class EnvPoolVectorEnv(gym.vector.VectorEnv):
@@ -53,3 +55,22 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs):
         self.pool.close()
+
+
+def check_arguments(args, env_info):
+    """Refuse a run (AgentRun's Arguments and EnvInfo) that EnvPool cannot step: envpool steps a task EnvPool has by
+    the same id, with flat observations and no wrapper of this library's."""
+    wrapped = (["her_k"] if args.her_k else []) + (["if_action_mask"] if args.if_action_mask else [])
+    if wrapped or not isinstance(args.env, str) or is_image(env_info.state_dim) or env_info.if_multi_agent:
+        raise RefusedError(f"env_backend='envpool' is not accepted for {env_info.env_name}"
+                           + (f" with {' and '.join(wrapped)}" if wrapped else "") + ": it takes a gymnasium id of "
+                           "a task with flat observations (not an Env instance, images, a team or a goal env) "
+                           "that EnvPool has under the same id, such as LunarLanderContinuous-v3 or HalfCheetah-v5; "
+                           "pass env_backend='gymnasium'")
+    try:
+        import envpool
+    except ImportError:
+        raise RefusedError("env_backend='envpool' needs the envpool package: pip install envpool") from None
+    if args.env not in envpool.list_all_envs():
+        raise RefusedError(f"env_backend='envpool' is not accepted for {args.env}: EnvPool has no task of that id "
+                           f"(envpool.list_all_envs() lists its ids); pass env_backend='gymnasium'")
