@@ -27,7 +27,7 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv):
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
 
     def make_pool(self, seed: int):
-        import envpool  # optional; Arguments.check_env_backend said how to install it
+        import envpool  # optional; check_arguments said how to install it
         # its own limit one step past the spec's, which step() applies: EnvPool reports a termination on its limit step
         # as a truncation only (trunc = done and elapsed >= limit), and the agents would bootstrap from a terminal state
         pool = envpool.make_gymnasium(self.env_id, num_envs=self.num_envs, batch_size=self.num_envs, num_threads=1,
