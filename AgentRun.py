@@ -286,7 +286,7 @@ class Arguments:
         if self.env_backend == "envpool":
             importlib.import_module("extras.envpool_backend").check_arguments(self, env_info)
         if self.her_k:
-            self.check_hindsight(env_info)
+            importlib.import_module("extras.goals").check_arguments(self, env_info)
         if self.if_state_norm and is_image(env_info.state_dim):
             raise RefusedError(f"if_state_norm=True is not accepted with image observations ({env_info.env_name}: "
                                f"{env_info.state_dim}): the image encoder scales pixels inside the network; it accepts "
@@ -319,18 +319,6 @@ class Arguments:
         if self.if_multiprocess is None:
             self.if_multiprocess = agent_settings(self.agent).get("if_multiprocess", False)
         self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
-
-    def check_hindsight(self, env_info: "EnvInfo"):
-        """HindsightReplayBuffer relabels one-step transitions of a goal env, drawn uniformly."""
-        if not env_info.goal_dim:
-            raise RefusedError(f"her_k={self.her_k} is not accepted: {env_info.env_name} is not a goal env; hindsight "
-                               f"relabelling needs Dict observations of observation, achieved_goal and desired_goal and a "
-                               f"compute_reward method (gymnasium-robotics' convention); pass her_k=0 for any other env")
-        for name, value, accepted in (("n_step", self.n_step, 1), ("if_per", self.if_per, False)):
-            if value != accepted:
-                raise RefusedError(f"{name}={value!r} is not accepted with her_k={self.her_k}: a relabelled transition "
-                                   f"is a one-step one drawn uniformly (HindsightReplayBuffer); pass {name}={accepted}, "
-                                   f"or her_k=0")
 
     def prepare_cwd(self):
         """Refuse to mix with an earlier run's files (if_resume continues it, if_remove deletes it), then write

@@ -69,3 +69,17 @@ class GoalObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         if terminated is not None and np.ndim(terminated) == 0 and len(achieved) > 1:  # one bool for the batch (mazes)
             terminated = np.array([unwrapped.compute_terminated(a, d, {}) for a, d in zip(achieved, desired)], bool)
         return np.asarray(unwrapped.compute_reward(achieved, desired, {}), np.float32), terminated
+
+
+def check_arguments(args, env_info):
+    """Refuse hindsight relabelling (her_k > 0 in AgentRun's Arguments) where it cannot work: HindsightReplayBuffer
+    relabels one-step transitions of a goal env, drawn uniformly."""
+    if not env_info.goal_dim:
+        raise RefusedError(f"her_k={args.her_k} is not accepted: {env_info.env_name} is not a goal env; hindsight "
+                           f"relabelling needs Dict observations of observation, achieved_goal and desired_goal and a "
+                           f"compute_reward method (gymnasium-robotics' convention); pass her_k=0 for any other env")
+    for name, value, accepted in (("n_step", args.n_step, 1), ("if_per", args.if_per, False)):
+        if value != accepted:
+            raise RefusedError(f"{name}={value!r} is not accepted with her_k={args.her_k}: a relabelled transition "
+                               f"is a one-step one drawn uniformly (HindsightReplayBuffer); pass {name}={accepted}, "
+                               f"or her_k=0")
