@@ -8,6 +8,10 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "learning: trains an agent to a return (-m 'not learning' skips them)")
+
+
 @pytest.fixture(autouse=True)
 def one_thread_and_seed():
     """Tests run two at a time on two cores (pytest -n 2): one torch thread each, and a fixed seed."""

@@ -70,6 +70,7 @@ def test_a_step_in_another_process_moves_the_shared_weights_and_statistics(start
     assert any(moved) and moved == with_statistics  # (log_std has no gradient from this loss: it keeps both)
 
 
+@pytest.mark.learning
 def test_discrete_a3c_learns_cartpole(tmp_path):
     result = train_and_evaluate(Arguments(agent="AgentDiscreteA3C", env="CartPole-v1", cwd=str(tmp_path / "run"),
                                           break_step=1_000_000, target_return=475, eval_gap=1))  # seeds 0-4: 61-510k steps

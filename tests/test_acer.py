@@ -73,6 +73,7 @@ def test_acer_run_resumes_with_its_replay(tmp_path, saves_and_restores):
     assert_same(last_checkpoint, restored[0])
 
 
+@pytest.mark.learning
 def test_acer_reaches_target(tmp_path):
     args = Arguments(agent="AgentACER", env="CartPole-v1", seed=0, cwd=str(tmp_path / "run"), break_step=40_000,
                      target_return=475, eval_gap=0)
@@ -80,6 +81,7 @@ def test_acer_reaches_target(tmp_path):
     assert result["if_solved"], result
 
 
+@pytest.mark.learning
 def test_acer_learns_on_the_standardised_states_it_acts_on():
     """With if_state_norm, a learning step on raw states equals the same step of an agent without state norm on states
     standardised by hand: every forward of learn_rollout (the actor's logits included) standardises as acting does."""

@@ -94,6 +94,7 @@ def test_acktr_checkpoint_holds_the_factors_and_a_loaded_agent_steps_alike(agent
 
 @pytest.mark.parametrize("agent, env, target_return, break_step", [("AgentDiscreteACKTR", "CartPole-v1", 475, 80_000),
                                                                    ("AgentACKTR", "Pendulum-v1", -250, 160_000)])
+@pytest.mark.learning
 def test_acktr_reaches_target(agent, env, target_return, break_step, tmp_path):
     args = Arguments(agent=agent, env=env, seed=0, cwd=str(tmp_path / "run"), break_step=break_step,
                      target_return=target_return, eval_gap=0)

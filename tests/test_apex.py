@@ -101,6 +101,7 @@ def test_two_explorer_processes_and_their_epsilons(tmp_path, monkeypatch):
     assert torch.allclose(epsilons, torch.tensor(EPSILONS[4]), rtol=1e-4)
 
 
+@pytest.mark.learning
 def test_serial_run_learns_with_the_explorers_priorities(tmp_path):
     args = Arguments(agent="AgentApeX", env="CartPole-v1", cwd=str(tmp_path / "run"), if_multiprocess=False,
                      break_step=2048, target_return=float("inf"))

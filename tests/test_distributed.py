@@ -65,6 +65,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.learning
 def test_ppo_with_two_ranks_learns_cartpole(tmp_path):
     out = subprocess.run(TORCHRUN + ["--standalone", "--nproc_per_node=2", "AgentRun.py", "agent=AgentDiscretePPO",
                                      "env=CartPole-v1", f"cwd={tmp_path / 'run'}", "break_step=300000"],

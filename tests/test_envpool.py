@@ -109,6 +109,7 @@ def test_every_episode_is_counted_with_its_return(tmp_path):
     np.testing.assert_allclose(list(env.return_queue), total, rtol=1e-5)
 
 
+@pytest.mark.learning
 def test_ppo_solves_cartpole_with_envpool_copies(tmp_path):
     args = Arguments(agent="AgentDiscretePPO", env="CartPole-v1", env_backend="envpool", seed=0,
                      cwd=str(tmp_path / "run"), break_step=60_000, target_return=475, eval_gap=0, if_multiprocess=False)
@@ -116,6 +117,7 @@ def test_ppo_solves_cartpole_with_envpool_copies(tmp_path):
     assert result["if_solved"], result
 
 
+@pytest.mark.learning
 def test_sac_learns_pendulum_in_the_multiprocess_loop_with_one_envpool_copy(tmp_path):
     """An off-policy agent's one copy is a vector env of one under EnvPool; its explorer process makes its own."""
     args = Arguments(agent="AgentSAC", env="Pendulum-v1", env_backend="envpool", cwd=str(tmp_path / "run"),

@@ -92,6 +92,7 @@ def test_goal_env_observations_are_flattened_in_the_order_observation_achieved_d
 
 
 @pytest.mark.parametrize("agent", ["AgentDDPG", "AgentTD3", "AgentSAC"])
+@pytest.mark.learning
 def test_hindsight_solves_a_sparse_goal_task(agent, tmp_path):
     """4-D point reaching (tests/envs.py): from HER's default her_k on a goal env, solved within 6000 steps; plain
     TD3 below."""
@@ -104,6 +105,7 @@ def test_hindsight_solves_a_sparse_goal_task(agent, tmp_path):
     assert all(count == int(count) for count in success_rates) and success_rates[-1] >= 4
 
 
+@pytest.mark.learning
 def test_without_hindsight_the_sparse_goal_task_is_not_solved(tmp_path):
     result = train_and_evaluate(Arguments(agent="AgentTD3", env=make_point_goal_env(), her_k=0, break_step=6000,
                                           random_steps=1000, target_return=-10.0, eval_gap=0, cwd=str(tmp_path / "run")))
@@ -111,6 +113,7 @@ def test_without_hindsight_the_sparse_goal_task_is_not_solved(tmp_path):
 
 
 @pytest.mark.parametrize("her_k, if_solved", [(4, True), (0, False)])
+@pytest.mark.learning
 def test_bit_flipping_is_solved_by_d3qn_with_hindsight_only(her_k, if_solved, tmp_path):
     """The paper's section 3.1 with 12 bits: an episode terminates when the bits equal the goal, so relabelled
     transitions that reach their new goal have their discount recomputed to 0 (compute_terminated)."""

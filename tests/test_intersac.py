@@ -122,6 +122,7 @@ class ImageSideEnv(gym.Env):
 
 
 @pytest.mark.parametrize("agent", ["AgentInterAC", "AgentInterSAC"])
+@pytest.mark.learning
 def test_shared_encoder_agents_learn_from_images(agent, tmp_path):
     """16 evaluation episodes at 0.9 or more: a blind policy gets there with probability below 2^-14."""
     args = Arguments(agent=agent, env=gym.wrappers.TimeLimit(ImageSideEnv(), 1), cwd=str(tmp_path / "run"),

@@ -15,6 +15,8 @@ from AgentNet import ActorSAC
 from AgentRun import Arguments, load_checkpoint, train_and_evaluate
 from AgentZoo import AgentTD3, ReplayBuffer
 
+pytestmark = pytest.mark.learning  # the tests here train agents (README: the quick subset skips them)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -126,6 +126,7 @@ def two_optima_away_from(action: int) -> MatrixGame:
 
 @pytest.mark.parametrize("agent, steps", [("AgentVDN", 4096), ("AgentQMIX", 4096), ("AgentDiscreteMAPPO", 8192),
                                           ("AgentCOMA", 8192)])
+@pytest.mark.learning
 def test_a_team_coordinates_on_one_of_two_optima(tmp_path, agent, steps, monkeypatch):
     # the optima away from the untrained team's greedy play (on seed 0 MAPPO's and COMA's untrained agents both take
     # action 0, which the game [[10, 0, 0], [0, 2, 0], [0, 0, 10]] rewarded with its optimum before any learning)
@@ -139,6 +140,7 @@ def test_a_team_coordinates_on_one_of_two_optima(tmp_path, agent, steps, monkeyp
     assert frozen["step"] >= steps and not frozen["if_solved"] and frozen["best_return"] < result["best_return"]
 
 
+@pytest.mark.learning
 def test_continuous_mappo_learns_a_continuous_team_game(tmp_path, monkeypatch):
     """AgentMAPPO's Gaussian actors: the team learns actions 0.5 and -0.5 (return 1; the untrained policy's mean 0
     returns 0.5); with every optimizer step a no-op it does not."""
@@ -155,6 +157,7 @@ def test_continuous_mappo_learns_a_continuous_team_game(tmp_path, monkeypatch):
 @pytest.mark.parametrize("agent, steps, target", [
     ("AgentVDN", 40_000, -50.0), ("AgentQMIX", 20_000, -60.0), ("AgentQTRAN", 30_000, -60.0),
     ("AgentDiscreteMADDPG", 25_000, -55.0), ("AgentDiscreteMAPPO", 80_000, -60.0), ("AgentCOMA", 40_000, -55.0)])
+@pytest.mark.learning
 def test_learns_simple_spread(tmp_path, agent, steps, target):
     # an evaluation after every round (eval_gap 0): with one a second, a loaded machine evaluated too seldom to see it
     result = train_and_evaluate(Arguments(agent=agent, env="simple_spread_v3", cwd=str(tmp_path), break_step=steps,

@@ -63,6 +63,7 @@ def start_mp_run():
     ("AgentSAC", "Pendulum-v1", -250, 16_000, None),  # the platform's default: fork on Linux; 10_000 random steps first
     ("AgentDiscretePPO", "CartPole-v1", 475, 100_000, "spawn"),  # macOS and Windows
 ])
+@pytest.mark.learning
 def test_multiprocess_run_reaches_target(agent, env, target_return, break_step, start_method, tmp_path):
     # eval_gap 0: the recorder evaluates the learner's newest weights as soon as its last evaluation is done, never
     # waiting on the clock, so how often it evaluates does not depend on this machine's speed against a wall-clock gap
@@ -78,6 +79,7 @@ def test_multiprocess_run_reaches_target(agent, env, target_return, break_step, 
     ("AgentDiscretePPO", "CartPole-v1", 475, 100_000),  # a round gathers both workers' rollouts
     ("AgentSAC", "Pendulum-v1", -250, 16_000),  # the learner updates once per round of both workers' transitions
 ])
+@pytest.mark.learning
 def test_two_workers_reach_the_target_and_every_episode_is_counted(agent, env, target_return, break_step, tmp_path):
     result = train_and_evaluate(Arguments(agent=agent, env=env, cwd=str(tmp_path / "run"), break_step=break_step,
                                           target_return=target_return, eval_gap=0, num_workers=2))
@@ -148,6 +150,7 @@ def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path, sta
     assert all(is_gone(pid) for pid in pids.values())
 
 
+@pytest.mark.learning
 def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(tmp_path, start_mp_run):
     cwd = str(tmp_path / "run")
     proc, pids = start_mp_run(cwd, "save_gap=0.5", "eval_gap=0", "target_return=1e9")  # it would not stop by itself

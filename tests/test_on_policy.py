@@ -273,6 +273,7 @@ def read_ratios(path) -> list[tuple[float, float]]:
     return [tuple(map(float, line.split())) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.learning
 def test_serial_ppo_with_state_norm_learns_on_the_inputs_its_log_probs_came_from(tmp_path, monkeypatch):
     """The statistics move after the update, not between the rollout and it: the stored log-probs are the learner's
     own at the round's start (pi / pi_behaviour = 1), so no weight and no ratio is off by the statistics' move."""

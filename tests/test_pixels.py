@@ -157,6 +157,7 @@ def test_r2d2_default_replay_of_frames_fits_8_gib():
 
 
 @pytest.mark.parametrize("agent, break_step", [("AgentDQN", 3000), ("AgentDiscretePPO", 4096)])
+@pytest.mark.learning
 def test_image_task_learned(tmp_path, agent, break_step):
     """The bandit's image says which action pays: an agent that reads it earns 1 every evaluation episode."""
     args = Arguments(agent=agent, env=bandit(), cwd=str(tmp_path / "run"), break_step=break_step, eval_gap=0,

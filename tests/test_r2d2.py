@@ -249,6 +249,7 @@ def test_resume_restarts_every_memory_and_keeps_the_replayed_sequences(tmp_path,
         train_and_evaluate(Arguments(**common, break_step=4096, if_resume=True, burn_in=5))
 
 
+@pytest.mark.learning
 def test_it_learns_cartpole_without_velocities(tmp_path):
     """The velocities read 0: the Q-network must infer them from the observations before (a memory task). At seed 0
     the defaults pass 100 at 16.9k steps (475, the target, at 32k), where D3QN without memory stays below 50 in 46k."""

@@ -247,6 +247,7 @@ def test_a_sequence_length_that_cuts_the_rollout_unevenly_and_export_are_refused
 
 
 @pytest.mark.parametrize("agent, if_solved", [("AgentDiscreteRecurrentPPO", True), ("AgentDiscretePPO", False)])
+@pytest.mark.learning
 def test_it_learns_cartpole_without_velocities_where_ppo_without_memory_does_not(agent, if_solved, tmp_path):
     """The velocities are zeroed: the policy must infer them from the observations before (a memory task). At seed 0
     the recurrent agent passes 150 within 16k steps, the memoryless one stays near 50 in 30k."""

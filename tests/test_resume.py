@@ -142,6 +142,7 @@ def checkpoint_step(cwd: str) -> int:
         return -1
 
 
+@pytest.mark.learning
 def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
     cwd = str(tmp_path / "run")
     # a run that would not stop by itself, killed once a checkpoint holds its 4th learning round (steps 10_240, 10_496,

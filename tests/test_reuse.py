@@ -6,6 +6,7 @@ import sys
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
 import AgentNet
@@ -54,6 +55,7 @@ def evaluate(env, agent, episodes=3) -> float:
     return float(np.mean(returns))
 
 
+@pytest.mark.learning
 def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
     my_sac = copy_into_module(tmp_path, ["layer_init_orthogonal", "NetShape", "net_shape", "build_mlp", "mlp", "StateNorm",
                                           "is_image", "ImageEncoder",  # mlp's encoder where the states are images
@@ -77,6 +79,7 @@ def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
     assert torch.allclose(normed.act.state_norm.mean, torch.tensor(2.0)), normed.act.state_norm.mean
 
 
+@pytest.mark.learning
 def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
     my_rainbow = copy_into_module(
         tmp_path, ["layer_init_orthogonal", "NoisyLinear", "NetShape", "net_shape", "build_mlp", "mlp", "StateNorm", "QNet", "QNetDuel", "QNetDist",
@@ -98,6 +101,7 @@ def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
     assert after > before + 100, (before, after)
 
 
+@pytest.mark.learning
 def test_copied_ppo_from_the_lines_to_copy_list_trains_on_cartpole_from_a_plain_loop(tmp_path):
     """The pieces benchmarks/lines_to_copy.py lists for AgentDiscretePPO, and nothing else, make a module that trains:
     the list that BENCHMARKS.md counts is complete."""

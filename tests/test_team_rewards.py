@@ -99,6 +99,7 @@ def test_agents_of_one_team_value_refuse_envs_whose_agents_compete_unless_told(e
 
 
 @pytest.mark.parametrize("common_reward, if_selfish", [(False, True), (True, False)])
+@pytest.mark.learning
 def test_mappo_learns_from_each_agents_own_reward_or_from_their_sum(common_reward, if_selfish):
     """On the selfish game agent_0 learns action 1 from its own reward, another from the team's."""
     torch.manual_seed(0)

@@ -26,6 +26,7 @@ def test_tutorial_reads_in_one_sitting():
     ("ddpg", -200.0, 20_000),
     ("ppo", 475.0, 100_000),
 ])
+@pytest.mark.learning
 def test_tutorial_reaches_its_target(name, target, max_steps):
     result = getattr(Tutorial, f"run__tutorial_{name}")(seed=0, max_steps=max_steps, target=target)
     assert result["return"] >= target, result
