@@ -38,8 +38,9 @@ class GoalObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         if set(spaces) != set(self.keys) or not all(isinstance(spaces[key], gym.spaces.Box) for key in self.keys) or \
                 spaces["achieved_goal"].shape != spaces["desired_goal"].shape or \
                 not callable(getattr(env.unwrapped, "compute_reward", None)):
-            raise RefusedError(f"{env.spec.id if env.spec else type(env.unwrapped).__name__}: observation space {env.observation_space} is not supported; the "
-                               f"agents take flat Box observations, or a goal env's Dict of Box observation, achieved_goal "
+            name = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+            raise RefusedError(f"{name}: observation space {env.observation_space} is not supported; the agents take"
+                               f" flat Box observations, or a goal env's Dict of Box observation, achieved_goal "
                                f"and desired_goal (goals of one shape) with a compute_reward method")
         self.goal_dim = int(np.prod(spaces["desired_goal"].shape))
         size = sum(int(np.prod(spaces[key].shape)) for key in self.keys)

@@ -1,4 +1,4 @@
-"""Masks of legal actions (if_action_mask=True, the discrete agents): the env's mask carried at the end of each state."""
+"""Masks of legal actions (if_action_mask=True, the discrete agents): the env's mask at the end of each state."""
 import gymnasium as gym
 import numpy as np
 

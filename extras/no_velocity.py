@@ -1,9 +1,7 @@
 """The RL zoo's velocity-masked tasks (CartPoleNoVel-v1, ...), an optional family of AgentRun's (its ENV_FAMILIES
 table): benchmark tasks for agents with memory, registered with gymnasium when this module is imported."""
-
 import gymnasium as gym
 import numpy as np
-
 
 from AgentRun import TARGET_RETURN_WITHOUT_THRESHOLD
 
@@ -42,12 +40,15 @@ def register_no_velocity_envs():
     for env_id, (base_id, indices) in NO_VELOCITY.items():
         if env_id not in gym.registry:
             base = gym.spec(base_id)
-            threshold = base.reward_threshold if base.reward_threshold is not None else TARGET_RETURN_WITHOUT_THRESHOLD[base_id]
-            gym.register(env_id, entry_point="extras.no_velocity:make_no_velocity_env", max_episode_steps=base.max_episode_steps,
-                         reward_threshold=threshold, kwargs=dict(base_id=base_id, indices=indices))
+            threshold = base.reward_threshold
+            if threshold is None:  # Pendulum-v1 declares none
+                threshold = TARGET_RETURN_WITHOUT_THRESHOLD[base_id]
+            gym.register(env_id, entry_point="extras.no_velocity:make_no_velocity_env", reward_threshold=threshold,
+                         max_episode_steps=base.max_episode_steps, kwargs=dict(base_id=base_id, indices=indices))
 
 
 def make(env_id: str, frame_stack: int | None = None, **kwargs) -> gym.Env:
+    """The NO_VELOCITY task of that id (frame_stack: AgentRun refuses it for flat states before)."""
     return gym.make(env_id, **kwargs)
 
 

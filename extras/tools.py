@@ -18,8 +18,8 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 
 import AgentRun
 from AgentNet import is_image
-from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, EnvInfo, MissingRunError, agent_settings, env_from_config,
-                      network_shape, new_agent, parse_overrides, prepare_env, run_episodes)
+from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, EnvInfo, MissingRunError, agent_settings,
+                      env_from_config, network_shape, new_agent, parse_overrides, prepare_env, run_episodes)
 from AgentZoo import AgentBase, RefusedError, load_weights
 
 
