@@ -408,7 +408,7 @@ class CriticTwinShared(nn.Module):
 class CriticQuantiles(nn.Module):
     """num_critics independent networks, each of which approximates the distribution of Q(s, a) by num_quantiles atoms
     at the fractions (2i + 1) / (2 num_quantiles) (TQC, Kuznetsov et al. arXiv:2005.04269, section 4.1). Its one Q
-    head, the mean of every atom, is what the actor maximises (TQC paper, eq. 13)."""
+    head, the mean of every atom, is what the actor maximises (TQC paper, section 4)."""
 
     num_critics, num_quantiles = 2, 25  # the sb3-contrib defaults with which rl-baselines3-zoo trains TQC
 

@@ -1258,7 +1258,7 @@ class AgentDQN(AgentOffPolicy):
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1,
                                                      if_noisy=False,  # noisy layers (NoisyLinear) explore instead
                                                      if_action_mask=False,
-                                                     if_clip_reward=None)  # learn from the rewards' signs
+                                                     if_clip_reward=None)  # the rewards' signs; None: on ALE/ ids
     net_keywords = ("if_noisy",)  # the hyperparameters that cri_class takes
     # num_envs 8: one policy call acts for 8 envs, cheaper per transition (History/UPDATE_LOG.md, 2026-11-23)
     train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, repeat_times=0.5, num_envs=8,
@@ -1590,14 +1590,14 @@ class AgentTQC(AgentSAC):
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """The truncated mixture of next_state's soft return: every target critic's atoms pooled and sorted, the
-        drop_per_critic * num_critics largest left out, minus alpha * log pi (TQC paper, eqs. 10-11): (B, kept)."""
+        drop_per_critic * num_critics largest left out, minus alpha * log pi (TQC paper, section 4): (B, kept)."""
         next_action, next_log_prob = self.act.get_action_log_prob(next_state)
         atoms = self.cri_target.get_quantiles(next_state, next_action).flatten(1).sort(dim=1).values  # (B, N * M)
         kept = atoms[:, :atoms.shape[1] - self.drop_per_critic * self.cri_target.num_critics]
         return kept - self.log_alpha.exp() * next_log_prob[:, None]
 
     def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The quantile Huber loss (kappa 1) of every critic's atoms against every kept target atom (TQC paper, eq. 12;
+        """The quantile Huber loss (kappa 1) of every critic's atoms against every kept target atom (TQC paper, section 4;
         Dabney et al. arXiv:1710.10044, eq. 10), summed over the critics as SAC sums its heads' losses; each
         transition's absolute TD error (B,) is that of the atoms' means."""
         state, action, reward, discount, next_state = batch
@@ -1727,7 +1727,7 @@ class AgentOnPolicy(AgentBase):
                           lambda_gae=0.95,  # GAE's lambda: 0 is the one-step TD error, 1 the Monte Carlo return
                           entropy_coef=0.0,  # weight of the entropy bonus; the Gaussian's learned std explores
                           if_state_norm=False,  # standardised states (AgentNet.StateNorm)
-                          if_clip_reward=None)  # learn from the rewards' signs (learned_reward)
+                          if_clip_reward=None)  # the rewards' signs (learned_reward); None: on ALE/ ids
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
     target_kl = None  # PPO's early stop of a round's epochs (update_minibatches); a hyperparameter of the PPO family
