@@ -1,12 +1,7 @@
-"""Networks: building blocks, Q-networks for discrete actions, actors and critics for continuous ones.
+"""Networks: building blocks, Q-networks (discrete actions), actors and critics (continuous ones).
 
-Every network takes `net_dim` (hidden width: two layers of it with ReLU, or a NetShape of widths and an activation),
-`state_dim` and `action_dim`; states are float32
-tensors of shape (batch, state_dim). Continuous actions live in [-1, 1]. Every network passes its states
-through `state_norm` first: nn.Identity, or a StateNorm where the agent standardises states.
-Where state_dim is an image's shape (a tuple: (H, W, C) or a frame stack's (C, H, W)), the networks that build their
-first layers with `mlp` take images: a convolutional encoder chosen from the shape (ImageEncoder) in place of the
-hidden layers, states (batch, *state_dim) in their own dtype (uint8, bool), scaled inside the network.
+Each takes net_dim (an int or a NetShape), state_dim and action_dim. States (batch, state_dim) pass
+through `state_norm` first; continuous actions lie in [-1, 1]; a tuple state_dim is an image shape.
 """
 import math
 
@@ -17,18 +12,17 @@ import torch.nn as nn
 
 
 def layer_init_orthogonal(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
-    """Orthogonal weights, constant bias: keeps activations well scaled at depth
-    (Saxe et al. arXiv:1312.6120); a small `std` on an output layer starts the policy or Q-values near zero."""
+    """Orthogonal weights keep activations well scaled at depth (Saxe et al. arXiv:1312.6120);
+    a small `std` on an output layer starts the policy or Q-values near zero."""
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, bias)
     return layer
 
 
 class NoisyLinear(nn.Linear):
-    """A linear layer with learned, factorised Gaussian noise on its weights (Fortunato et al. arXiv:1706.10295,
-    section 3.2): W = W_mu + W_sigma * f(e_out) f(e_in)^T and b = b_mu + b_sigma * f(e_out), f(x) = sign(x) sqrt(|x|),
-    e ~ N(0, I); the paper's initialisation with sigma_0 = 0.5. The noise is drawn afresh at every forward pass in
-    training mode, one draw for the whole batch; in eval mode (evaluation) the layer is its mean, W_mu x + b_mu."""
+    """Linear layer with learned, factorised Gaussian weight noise that drives exploration (Fortunato et al.
+    arXiv:1706.10295, section 3.2): W = W_mu + W_sigma * f(e_out) f(e_in)^T, f(x) = sign(x) sqrt(|x|), e ~ N(0, I),
+    drawn afresh at each training forward; eval mode uses the mean weights."""
 
     def __init__(self, in_features: int, out_features: int, sigma_0: float = 0.5):
         super().__init__(in_features, out_features)  # weight and bias are the means W_mu, b_mu
@@ -48,10 +42,7 @@ class NoisyLinear(nn.Linear):
 
 
 class NetShape:
-    """The hidden layers of every MLP of an agent, given where a network takes net_dim: their widths, input side first
-    (Spinning Up's (64, 32), the TD3 paper's (400, 300)), and the activation after each (one of `activations`); and a
-    recurrent network's cell (RecurrentCore: one of `cells`). An int net_dim is NetShape((net_dim, net_dim), "relu",
-    "lstm")."""
+    """An agent's hidden widths (input side first, e.g. TD3's (400, 300)), activation, RNN cell."""
 
     activations = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "gelu": nn.GELU}
     cells = {"lstm": nn.LSTMCell, "gru": nn.GRUCell}
@@ -65,13 +56,13 @@ class NetShape:
 
 
 def net_shape(net_dim: "int | NetShape") -> NetShape:
+    """net_dim as a NetShape; an int n is NetShape((n, n))."""
     return net_dim if isinstance(net_dim, NetShape) else NetShape((net_dim, net_dim))
 
 
 def build_mlp(dims: list[int], output_std: float = 1.0, if_noisy: bool = False, activation: str = "relu"
               ) -> nn.Sequential:
-    """Linear-activation-...-Linear over dims = [input, hidden, ..., output]; no activation after the last layer.
-    if_noisy: the layers after the first are NoisyLinear (as Rainbow's noisy streams follow a plain feature layer)."""
+    """Linear-activation-...-Linear; if_noisy: NoisyLinear after the first layer (as in Rainbow)."""
     layers = []
     for i, (dim_in, dim_out) in enumerate(zip(dims[:-1], dims[1:])):
         std = output_std if i == len(dims) - 2 else math.sqrt(2)
@@ -80,11 +71,9 @@ def build_mlp(dims: list[int], output_std: float = 1.0, if_noisy: bool = False, 
     return nn.Sequential(*layers[:-1])
 
 
-def mlp(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]", dim_out: int | None, output_std: float = 1.0,
-        if_noisy: bool = False) -> nn.Sequential:
-    """build_mlp over [dim_in, *the hidden widths, dim_out] of net_dim's shape; dim_out None: a trunk that ends with the
-    activation, its features trunk_width(net_dim, dim_in) wide. dim_in an image's shape: its ImageEncoder takes the
-    place of the hidden layers (the papers' networks), then one output layer (noisy where if_noisy, as Rainbow's)."""
+def mlp(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]", dim_out: int | None,
+        output_std: float = 1.0, if_noisy: bool = False) -> nn.Sequential:
+    """MLP of net_dim's widths (dim_out None: a trunk); an image dim_in gets an ImageEncoder."""
     if is_image(dim_in):
         encoder = ImageEncoder(dim_in)
         if dim_out is None:
@@ -107,15 +96,11 @@ def is_image(state_dim: "int | tuple[int, ...]") -> bool:
 
 
 class ImageEncoder(nn.Module):
-    """Images (..., *shape) of any dtype (uint8 0..255, bool) -> features (..., width): values scaled into [0, 1] here,
-    not in the buffer, so that frames are stored in their own dtype; channels-last images moved to (C, H, W) for the
-    convolutions; conv-ReLU layers, flattened, then Linear-ReLU: the spec of the image's size (H, W) in `specs`."""
+    """Images -> features (..., width), scaled here so buffers keep frames in their own dtype."""
 
-    # Each size's conv layers as (out_channels, kernel, stride), the width of the Linear-ReLU after them, and the factor
-    # that scales the stored values into [0, 1]. Nature DQN (Mnih et al. 2015, Methods) for Atari's 84x84 grey frame
-    # stacks, and for CarRacing-v3's 96x96 frames too (an 8x8 map after its convs), as SB3's NatureCNN is for the RL
-    # zoo's CarRacing entry; MinAtar's 10x10xC grids of 0/1 channels (bool: no scaling), Young & Tian arXiv:1903.03176,
-    # section 4: one conv layer of 16 3x3 filters, stride 1, then 128 units.
+    # Per (H, W): each conv's (out_channels, kernel, stride), the Linear's width, the value scale.
+    # Nature DQN (Mnih et al. 2015, Methods) for Atari 84x84 and CarRacing 96x96 (SB3's NatureCNN);
+    # MinAtar's 10x10 bool grids (no scaling): Young & Tian arXiv:1903.03176, section 4.
     nature_dqn = dict(convs=((32, 8, 4), (64, 4, 2), (64, 3, 1)), width=512, scale=1 / 255)
     specs = {(84, 84): nature_dqn, (96, 96): nature_dqn, (10, 10): dict(convs=((16, 3, 1),), width=128, scale=1.0)}
 
@@ -134,8 +119,7 @@ class ImageEncoder(nn.Module):
 
     @classmethod
     def layout(cls, shape: tuple[int, ...]) -> tuple[bool, tuple[int, int], int]:
-        """(channels_last, (H, W), channels) of an image shape: (H, W, C) as envs give images (MinAtar, CarRacing), or
-        (C, H, W) as a frame stack is (Atari); the frames are square, which tells the two apart. Refuses other shapes."""
+        """(channels_last, (H, W), channels); square frames tell (H, W, C) from (C, H, W)."""
         if len(shape) == 3 and shape[0] == shape[1] and (shape[0], shape[1]) in cls.specs:
             return True, (shape[0], shape[1]), shape[2]
         if len(shape) == 3 and shape[1] == shape[2] and (shape[1], shape[2]) in cls.specs:
@@ -154,17 +138,15 @@ class ImageEncoder(nn.Module):
 
 
 def trunk_width(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]") -> int:
-    """The width of the features of mlp(net_dim, dim_in, None): the last hidden width, or an image encoder's."""
+    """Width of mlp(net_dim, dim_in, None)'s features."""
     if is_image(dim_in):
         return ImageEncoder.specs[ImageEncoder.layout(dim_in)[1]]["width"]
     return net_shape(net_dim).widths[-1]
 
 
 class StateNorm(nn.Module):
-    """Standardised states, (state - mean) / std clipped to [-clip, clip], with the running mean and std of every
-    state explored so far (update). They are buffers: the network's state_dict (actor.pt, checkpoints, the weights an
-    explorer takes) carries them, so that every copy of the network acts on the inputs it learned from. A network
-    holds one as its `state_norm` where the agent asks for it (AgentBase.if_state_norm), else nn.Identity."""
+    """(state - mean) / std, clipped, from running statistics of every state explored. Kept as
+    buffers, so every copy (actor.pt, explorers) acts on the inputs it learned from."""
 
     clip = 10.0  # as Stable-Baselines3's VecNormalize: a rare state cannot swamp the first layer
 
@@ -179,12 +161,11 @@ class StateNorm(nn.Module):
 
     @torch.no_grad()
     def update(self, count: torch.Tensor, total: torch.Tensor, total_square: torch.Tensor, eps: float = 1e-8):
-        """Merge `count` new states, given as their sum and their sum of squares (state_dim,) each, float64, into the
-        running mean and variance: the pairwise update of Chan, Golub and LeVeque (1979)."""
+        """Merge `count` states' sums and sums of squares (Chan, Golub and LeVeque, 1979)."""
         new_count = self.count + count
         batch_mean = total / count
         delta = batch_mean - self.mean.double()
-        old_square = (self.std.double().square() - eps) * self.count  # sums of squared deviations from the means
+        old_square = (self.std.double().square() - eps) * self.count  # sums of squared deviations
         batch_square = total_square - count * batch_mean.square()
         square = old_square + batch_square + delta.square() * self.count * count / new_count
         self.mean.copy_(self.mean.double() + delta * count / new_count)
@@ -195,20 +176,18 @@ class StateNorm(nn.Module):
 # ---- Q-networks (discrete actions) ----
 
 
-ILLEGAL = -1e8  # a masked action's Q-value or logit: below any real one, yet finite, so that 0 * ILLEGAL stays 0
+ILLEGAL = -1e8  # below any real Q-value or logit, yet finite, so that 0 * ILLEGAL stays 0
 
 
 def legal_only(values: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-    """values (..., action_dim) of every action, with those of the actions that state's mask forbids at ILLEGAL. The
-    mask is the state's last action_dim entries, 1 legal and 0 not (extras.masks puts it there): an
-    illegal action is then never a max or an argmax, and a softmax gives it probability 0 (its exp underflows), as
-    sb3-contrib's MaskablePPO masks its logits."""
+    """values (..., action_dim) with illegal actions' at ILLEGAL: never an argmax, probability 0
+    in a softmax (as MaskablePPO). The mask is the state's last action_dim entries, 1 legal."""
     return values.masked_fill(state[..., -values.shape[-1]:] < 0.5, ILLEGAL)
 
 
 class Greedy(nn.Module):
-    """The greedy policy of a Q-network: states -> the index of the largest Q-value, (batch,) (or (batch, agents) for a
-    team's per-agent Q-values), as one module that can be exported; if_action_mask: the largest legal one."""
+    """A Q-network's greedy policy as one exportable module: states -> argmax actions (batch,)
+    (or (batch, agents) for a team); if_action_mask: the best legal one."""
 
     def __init__(self, q_net: nn.Module, if_action_mask: bool = False):
         super().__init__()
@@ -220,8 +199,7 @@ class Greedy(nn.Module):
 
 
 class QNet(nn.Module):
-    """Q(s, .) for every discrete action, (batch, action_dim). if_noisy: noisy layers after the first (NoisyLinear).
-    num_atoms > 1 (QNetDist): that many outputs per action, (batch, action_dim * num_atoms), action by action."""
+    """Q(s, .), (batch, action_dim * num_atoms); if_noisy: NoisyLinear after the first layer."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         super().__init__()
@@ -233,8 +211,7 @@ class QNet(nn.Module):
 
 
 class QNetDuel(QNet):
-    """Dueling heads: Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a') (Wang et al. arXiv:1511.06581, eq. 9), for each
-    of the num_atoms outputs of an action."""
+    """Dueling heads, Q = V + A - mean_a' A (Wang et al. arXiv:1511.06581, eq. 9), per atom."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         nn.Module.__init__(self)
@@ -252,8 +229,7 @@ class QNetDuel(QNet):
 
 
 class QNetDist(QNet):
-    """Categorical DQN's network (C51, Bellemare et al. arXiv:1707.06887): for each action a distribution over
-    num_atoms returns evenly spaced on [v_min, v_max] (`support`); forward gives each action's mean return, Q(s, .)."""
+    """C51 (Bellemare et al. arXiv:1707.06887): distributions on `support`; forward: their means."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 51,
                  v_min: float = -10.0, v_max: float = 10.0):
@@ -272,11 +248,11 @@ class QNetDist(QNet):
 
 
 class QNetDistDuel(QNetDist, QNetDuel):
-    """C51's distributions from dueling streams: each atom's logits are V + A - mean_a A (Rainbow, arXiv:1710.02298)."""
+    """C51 from dueling streams: atom logits V + A - mean_a A (Rainbow, arXiv:1710.02298)."""
 
 
 class QNetTwin(nn.Module):
-    """Two independent Q(s, .) networks for clipped double Q-learning with discrete actions (discrete SAC)."""
+    """Two Q(s, .) networks for clipped double Q-learning with discrete actions (discrete SAC)."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -310,8 +286,7 @@ class Actor(nn.Module):
         return self.net(self.state_norm(state)).tanh()  # (batch, action_dim), in [-1, 1]
 
     def get_action(self, state: torch.Tensor, noise_std: float, noise: torch.Tensor | None = None) -> torch.Tensor:
-        """Exploration: Gaussian noise of std noise_std on the deterministic action, clipped back into [-1, 1];
-        noise: the standard normal draws to scale (independent ones where None)."""
+        """Exploration: action + noise_std * noise (N(0, 1); drawn where None), clipped."""
         action = self(state)
         noise = torch.randn_like(action) if noise is None else noise
         return (action + noise * noise_std).clamp(-1.0, 1.0)
@@ -320,7 +295,7 @@ class Actor(nn.Module):
 class ActorSAC(nn.Module):
     """Tanh-squashed Gaussian policy: a = tanh(u), u ~ N(mean(s), std(s))."""
 
-    log_std_min, log_std_max = -16.0, 2.0  # keeps std in a range where exp() and the log-prob stay finite
+    log_std_min, log_std_max = -16.0, 2.0  # keeps exp() and the log-prob finite
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -336,7 +311,7 @@ class ActorSAC(nn.Module):
         return self.get_mean_log_std(state)[0].tanh()
 
     def get_action(self, state: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
-        """A sample tanh(mean + std * noise), noise standard normal (independent draws where None)."""
+        """A sample tanh(mean + std * noise), noise N(0, 1) (drawn where None)."""
         mean, log_std = self.get_mean_log_std(state)
         noise = torch.randn_like(mean) if noise is None else noise
         return (mean + log_std.exp() * noise).tanh()
@@ -373,7 +348,7 @@ class Critic(nn.Module):
 
 
 class CriticTwin(nn.Module):
-    """Two independent Q(s, a) networks for clipped double Q-learning (TD3, SAC); the actor follows the first."""
+    """Two Q(s, a) networks for clipped double Q-learning (TD3, SAC); the actor follows q1."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -388,14 +363,14 @@ class CriticTwin(nn.Module):
 
 
 class CriticTwinShared(nn.Module):
-    """Two Q(s, a) heads on one shared trunk, as the 2020 three-file library's modified SAC has them: one forward pass
-    of the trunk serves both heads, which differ in their last layer only; the actor follows the first."""
+    """Two Q(s, a) heads on one trunk, one pass for both (the 2020 library's modified SAC)."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
         self.net = mlp(net_dim, state_dim + action_dim, None)
-        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(net_shape(net_dim).widths[-1], 1), std=0.1) for _ in range(2))
+        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(net_shape(net_dim).widths[-1], 1), std=0.1)
+                            for _ in range(2))
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.get_q_heads(state, action)[0]  # (batch,)
@@ -406,11 +381,10 @@ class CriticTwinShared(nn.Module):
 
 
 class CriticQuantiles(nn.Module):
-    """num_critics independent networks, each of which approximates the distribution of Q(s, a) by num_quantiles atoms
-    at the fractions (2i + 1) / (2 num_quantiles) (TQC, Kuznetsov et al. arXiv:2005.04269, section 4.1). Its one Q
-    head, the mean of every atom, is what the actor maximises (TQC paper, section 4)."""
+    """TQC's critics (Kuznetsov et al. arXiv:2005.04269, section 4.1): num_quantiles atoms
+    of Q(s, a) per network; the actor maximises their mean (section 4)."""
 
-    num_critics, num_quantiles = 2, 25  # the sb3-contrib defaults with which rl-baselines3-zoo trains TQC
+    num_critics, num_quantiles = 2, 25  # sb3-contrib's, as rl-baselines3-zoo trains TQC
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -430,16 +404,15 @@ class CriticQuantiles(nn.Module):
 
 
 class CriticEncoded(nn.Module):
-    """Q(s, a) on encoded states: a state encoder, shaped as the first layer of the actors' nets (one Linear-ReLU
-    layer; on images their ImageEncoder), whose features meet the action in the trunk. AgentInterAC gives it the
-    actor's encoder, so that one state encoding serves both networks; on its own it keeps an encoder of its own."""
+    """Q(s, a) with a state encoder shaped as the actors' first layer, so that AgentInterAC can
+    give it the actor's encoder: one state encoding serves both networks."""
 
     def __init__(self, net_dim: int, state_dim: "int | tuple[int, ...]", action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
         shape = net_shape(net_dim)
         widths, activation = shape.widths, shape.activation
-        if is_image(state_dim):  # initialised and keyed as the first module of the actors' net (mlp)
+        if is_image(state_dim):  # keyed and initialised as the actors' mlp
             self.encoder = nn.Sequential(ImageEncoder(state_dim))
             features = self.encoder[0].width
         else:  # as the first two modules of the actors' net
@@ -461,7 +434,7 @@ class CriticEncoded(nn.Module):
 
 
 class CriticTwinEncoded(CriticEncoded):
-    """CriticTwinShared on encoded states (CriticEncoded with a second head), AgentInterSAC's critic."""
+    """CriticTwinShared on encoded states, AgentInterSAC's critic."""
 
     def __init__(self, net_dim: int, state_dim: "int | tuple[int, ...]", action_dim: int):
         super().__init__(net_dim, state_dim, action_dim)
@@ -476,10 +449,9 @@ class CriticTwinEncoded(CriticEncoded):
 
 
 class ActorPPO(nn.Module):
-    """Gaussian policy u ~ N(mean(s), std) with a state-independent, learned log std. The agent keeps the raw
-    sample u (its log-prob is exact) and hands the environment u clipped into [-1, 1]. Sampling and scoring are
-    written out rather than built from torch.distributions, whose checks and bookkeeping cost several times
-    the network's own forward pass at the batch sizes of acting."""
+    """Gaussian policy u ~ N(mean(s), std), log std learned and state-independent. The agent keeps
+    the raw u (exact log-prob) and gives the env u clipped into [-1, 1]. Sampling and scoring are
+    written out for speed, not torch.distributions (History/UPDATE_LOG.md, 2026-11-22)."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -505,8 +477,7 @@ class ActorPPO(nn.Module):
         return self.gaussian_log_prob(noise), entropy
 
     def get_kl(self, state: torch.Tensor, old: "ActorPPO") -> torch.Tensor:
-        """KL(old(.|s) || self(.|s)) of two diagonal Gaussians, (batch,): sum over dimensions of
-        log(std / std_old) + (std_old^2 + (mean_old - mean)^2) / (2 std^2) - 1/2."""
+        """KL(old(.|s) || self(.|s)) of two diagonal Gaussians, (batch,)."""
         mean, old_mean = self.net(self.state_norm(state)), old.net(old.state_norm(state))
         variance_ratio = (2 * (old.log_std - self.log_std)).exp()  # std_old^2 / std^2, (action_dim,)
         return (self.log_std - old.log_std + 0.5 * variance_ratio - 0.5
@@ -522,9 +493,7 @@ class ActorPPO(nn.Module):
 
 
 class ActorDiscretePPO(nn.Module):
-    """Categorical policy over action_dim actions; actions are integer indices. Sampling and scoring are written
-    out, as in ActorPPO. Discrete SAC's policy too. With if_action_mask (its agent sets it) its states end with a mask
-    of legal actions, and it gives the illegal ones probability 0 in acting, learning and export alike (legal_only)."""
+    """Categorical policy (also discrete SAC's); if_action_mask: legal actions only (legal_only)."""
 
     if_action_mask = False
 
@@ -549,7 +518,7 @@ class ActorDiscretePPO(nn.Module):
     def get_action_log_prob(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A sampled action (batch,) and its log-prob (batch,)."""
         log_probs = self.get_log_probs(state)
-        # Gumbel-max trick: argmax(log pi + G), G = -log(E), E ~ Exp(1), is an exact sample of pi, in any batch shape
+        # Gumbel-max trick: argmax(log pi - log E), E ~ Exp(1), is an exact sample of pi (any shape)
         action = (log_probs - torch.empty_like(log_probs).exponential_().log()).argmax(dim=-1)
         return action, log_probs.gather(-1, action.unsqueeze(-1)).squeeze(-1)
 
@@ -581,12 +550,9 @@ class CriticValue(nn.Module):
 
 
 class RecurrentCore(nn.Module):
-    """An MLP encoder and a recurrent cell (net_dim's: an LSTM's by default, or a GRU's): states (T, N, state_dim) of
-    N env copies -> features (T, N, width), the memory carried from step to step and zeroed before every step that
-    starts an episode, so a sequence never reads another episode's memory (the masking of SB3's RecurrentPPO; R2D2,
-    arXiv:1810.06059, stores the state at each sequence's start, as the rollout does here). A memory is one tensor
-    (rows, N, width): an LSTM's h and c stacked (rows 2), a GRU's h (rows 1); the features are h. A GRU runs a
-    sequence in one call (gru_spans); an LSTM, and any single step, step the cell."""
+    """An MLP encoder and a recurrent cell (LSTM or GRU): states (T, N, state_dim) -> features
+    (T, N, width). Memory (rows, N, width) is zeroed at episode starts: a sequence never reads
+    another episode's (as SB3's RecurrentPPO; R2D2, arXiv:1810.06059, stores it per sequence)."""
 
     def __init__(self, net_dim: "int | NetShape", state_dim: int):
         super().__init__()
@@ -600,9 +566,8 @@ class RecurrentCore(nn.Module):
 
     def forward(self, state: torch.Tensor, memory: torch.Tensor, episode_start: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """state (T, N, state_dim) from memory (rows, N, width), episode_start (T, N) 1 where step t starts an episode
-        -> features (T, N, width) and memories (T + 1, rows, N, width): memories[t] the one step t received (before its
-        zeroing), memories[T] the one after the last step. Acting is T = 1."""
+        """state (T, N, state_dim), memory, episode_start (T, N) -> features (T, N, width) and
+        memories (T + 1, rows, N, width), [t] the one step t received. Acting: T = 1."""
         x = self.encoder(state)  # (T, N, width)
         if self.rows == 1 and state.shape[0] > 1:
             features = self.gru_spans(x, memory[0], episode_start)  # (T, N, width): a GRU's memory is its output
@@ -616,11 +581,8 @@ class RecurrentCore(nn.Module):
         return torch.stack(features), torch.stack(memories)
 
     def gru_spans(self, x: torch.Tensor, h: torch.Tensor, episode_start: torch.Tensor) -> torch.Tensor:
-        """The GRU's h after every step of inputs x (T, N, width) from h (N, width): what forward's loop gives, in one
-        call of torch.gru (nn.GRU's op; GRUCell's parameters, same gates) over the spans between episode starts, each
-        a row of its own, padded at its end (sb3-contrib's RecurrentPPO pads its sequences so): per-op cost, not
-        arithmetic, is what a step of a small cell costs on a CPU, and a minibatch's sequences cost one call instead of
-        seq_len cell steps (History/UPDATE_LOG.md, 2026-11-27)."""
+        """forward's GRU steps in one torch.gru call over the spans between episode starts:
+        per-op cost dominates a small cell's step (History/UPDATE_LOG.md, 2026-11-27)."""
         num_steps, num_envs = episode_start.shape
         new = episode_start.T.bool().clone()  # (N, T): each copy's steps in order
         new[:, 0] = True  # a copy's first step begins a span: from h, or from zeros where it starts an episode
@@ -634,20 +596,19 @@ class RecurrentCore(nn.Module):
         kept = h * (1 - episode_start[0].float())[:, None]  # a copy whose first step starts an episode: zeros
         h0 = x.new_zeros((1, num_spans, self.width)).index_put((torch.zeros_like(first), first), kept)
         cell = self.cell
-        # after the weights, torch.gru's has_biases, num_layers, dropout, train, bidirectional, batch_first
+        # after the weights: has_biases, num_layers, dropout, train, bidirectional, batch_first
         out = torch.gru(padded, h0, (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh), True, 1, 0.0,
                         self.training, False, False)[0]  # (length, spans, width)
         return out[pos, span].view(num_envs, num_steps, self.width).transpose(0, 1)
 
 
 class Recurrent:
-    """What makes a network of the on-policy family a recurrent one: a RecurrentCore (`core`) in front, and the
-    network's own head (one linear layer) on the core's features instead of on states. Put it first among the bases:
-    class ActorRecurrentPPO(Recurrent, ActorPPO). The head's methods take the features, core(...)[0]."""
+    """Mixin that makes an on-policy network recurrent: a RecurrentCore (`core`) in front, the
+    head one Linear on core(...)[0]. List it first: class ActorRecurrentPPO(Recurrent, ActorPPO)."""
 
     def __init__(self, net_dim: "int | NetShape", state_dim: int, action_dim: int = 0):
         width = trunk_width(net_dim, state_dim)
-        super().__init__(NetShape(()), width, action_dim)  # no hidden layer: the head is one Linear on the features
+        super().__init__(NetShape(()), width, action_dim)  # no hidden layer: one Linear head
         self.core = RecurrentCore(net_dim, state_dim)
 
 
@@ -660,15 +621,12 @@ class ActorDiscreteRecurrentPPO(Recurrent, ActorDiscretePPO):
 
 
 class CriticRecurrentValue(Recurrent, CriticValue):
-    """CriticValue on a recurrent core's features (Recurrent): V of the state and the memory of its episode so far."""
+    """CriticValue on a recurrent core's features (Recurrent)."""
 
 
 class QNetRecurrentDuel(QNetDuel):
-    """R2D2's Q-network (Kapturowski et al., ICLR 2019, section 2.3): an MLP encoder and a recurrent cell (RecurrentCore,
-    `core`: the paper's LSTM, or a GRU) in front of QNetDuel's dueling heads, which take the core's features (batch,
-    width) -> Q (batch, action_dim): Q of the state and the memory of its episode so far. As in the paper, the heads'
-    streams start with a hidden layer on the cell's output; the Recurrent mixin's single linear head would give the
-    dueling streams none."""
+    """R2D2's Q-network (Kapturowski et al., ICLR 2019, section 2.3): a RecurrentCore before
+    QNetDuel's heads, whose streams keep a hidden layer on the cell's output as in the paper."""
 
     def __init__(self, net_dim: "int | NetShape", state_dim: "int | tuple[int, ...]", action_dim: int):
         width = trunk_width(net_dim, state_dim)  # the core's: an image encoder's on frames
@@ -680,21 +638,17 @@ class QNetRecurrentDuel(QNetDuel):
 
 
 def with_agent_ids(state: torch.Tensor, num_agents: int) -> torch.Tensor:
-    """A team's state (..., num_agents * obs_dim) -> each agent's observation with a one-hot of its index appended,
-    (..., num_agents, obs_dim + num_agents): the input of a network that every agent shares and that must still
-    tell the agents apart (parameter sharing, as QMIX and MAPPO do)."""
+    """(..., num_agents * obs_dim) -> (..., num_agents, obs_dim + num_agents): each agent's
+    one-hot id appended, so a shared network tells agents apart (as QMIX and MAPPO)."""
     obs = state.unflatten(-1, (num_agents, -1))  # (..., num_agents, obs_dim)
     ids = torch.eye(num_agents, dtype=obs.dtype, device=obs.device).expand(*obs.shape[:-1], num_agents)
     return torch.cat((obs, ids), dim=-1)
 
 
 class MonotonicMixer(nn.Module):
-    """QMIX's mixing network (Rashid et al. arXiv:1803.11485, section 4.1): Q_tot = w2 . elu(W1 q + b1) + V(s), its
-    weights made by hypernetworks from the team's state, and kept non-negative (absolute values), so that Q_tot is
-    monotonic in every agent's q (eq. 5) and each agent's argmax is the team's. The paper's sizes: a mixing layer of
-    32 units, one-layer hypernetworks, and a two-layer V(s). The hypernetworks take tanh(state), bounded as the
-    states of SMAC, the paper's tasks, are: with the particle tasks' unbounded positions the weights, linear in the
-    state, grew along trajectories and Q_tot diverged (History/UPDATE_LOG.md, 2026-11-25)."""
+    """QMIX's mixer (Rashid et al. arXiv:1803.11485, section 4.1): non-negative hypernetwork weights
+    keep Q_tot monotonic in every q (eq. 5), so each agent's argmax is the team's. The hypernetworks
+    take tanh(state): unbounded states made Q_tot diverge (History/UPDATE_LOG.md, 2026-11-25)."""
 
     def __init__(self, team_state_dim: int, num_agents: int, mix_dim: int = 32):
         super().__init__()
@@ -704,7 +658,7 @@ class MonotonicMixer(nn.Module):
         self.value = build_mlp([team_state_dim, mix_dim, 1])
 
     def forward(self, agent_q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """Every agent's q (B, num_agents) and the team's state (B, team_state_dim) -> Q_tot (B,)."""
+        """Agents' q (B, num_agents), state (B, team_state_dim) -> Q_tot (B,)."""
         state = torch.tanh(state)
         w1 = self.hyper_w1(state).abs().unflatten(-1, (agent_q.shape[-1], -1))  # (B, num_agents, mix_dim)
         hidden = nn.functional.elu(torch.einsum("bn,bnm->bm", agent_q, w1) + self.hyper_b1(state))  # (B, mix_dim)
@@ -722,10 +676,8 @@ class SumMixer(nn.Module):
 
 
 class QMixNet(nn.Module):
-    """A team of discrete-action agents with one shared agent network, q_i = Q(o_i, id_i, .) (with_agent_ids), whose
-    chosen q_i a mixer (mixer_class) joins into the team's Q_tot(s, a). forward gives every agent's q-values for acting;
-    get_q_heads Q_tot of a joint action for learning. The agent networks are feed-forward (the papers' are recurrent):
-    the particle tasks' observations hold all that an agent needs to act."""
+    """A team's shared agent network q_i = Q(o_i, id_i, .), its chosen q_i mixed (mixer_class)
+    into Q_tot(s, a). Feed-forward, unlike the papers': particle tasks' observations suffice."""
 
     mixer_class = MonotonicMixer
 
@@ -736,7 +688,7 @@ class QMixNet(nn.Module):
         self.mixer = self.mixer_class(num_agents * state_dim, num_agents)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        """A team's state (..., num_agents * state_dim) -> every agent's q-values (..., num_agents, action_dim)."""
+        """(..., num_agents * state_dim) -> q-values (..., num_agents, action_dim)."""
         return self.agent_net(with_agent_ids(state, self.num_agents))
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -752,8 +704,7 @@ class VDNNet(QMixNet):
 
 
 class TeamActor(Actor):
-    """MADDPG's decentralised deterministic actors: agent i acts on its own observation only, with a network of its
-    own; a team's state (..., num_agents * state_dim) -> every agent's action (..., num_agents * action_dim)."""
+    """MADDPG's decentralised actors: one network per agent, on its own observation."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         nn.Module.__init__(self)
@@ -765,8 +716,8 @@ class TeamActor(Actor):
 
 
 class TeamCritic(nn.Module):
-    """MADDPG's centralised critics (Lowe et al. arXiv:1706.02275, section 4.1): agent i's Q_i(s, a_1, ..., a_n) on
-    every agent's observation and action, one network each."""
+    """MADDPG's centralised critics (Lowe et al. arXiv:1706.02275, section 4.1): one network per
+    agent, Q_i(s, a_1, ..., a_n) on every agent's observation and action."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__()
@@ -774,8 +725,8 @@ class TeamCritic(nn.Module):
                                      for _ in range(num_agents))
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """state (B, num_agents * state_dim), one joint action (B, num_agents * action_dim) for every critic or one
-        for each, (num_agents, B, num_agents * action_dim) -> every agent's Q (num_agents, B)."""
+        """state (B, num_agents * state_dim), a joint action (B, num_agents * action_dim)
+        or one per critic (num_agents, B, ...) -> every agent's Q (num_agents, B)."""
         actions = action if action.dim() == 3 else action.expand(len(self.critics), *action.shape)
         return torch.stack([critic(state, joint) for critic, joint in zip(self.critics, actions)])
 
@@ -785,8 +736,7 @@ class TeamCritic(nn.Module):
 
 
 class TeamActorDiscrete(nn.Module):
-    """MADDPG's decentralised actors for discrete actions: agent i's logits over its actions from its own observation,
-    a network each; forward gives the greedy actions (..., num_agents), integers."""
+    """MADDPG's decentralised discrete actors; forward gives greedy actions (..., num_agents)."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__()
@@ -794,7 +744,7 @@ class TeamActorDiscrete(nn.Module):
                                   for _ in range(num_agents))
 
     def get_logits(self, state: torch.Tensor) -> torch.Tensor:
-        """A team's state (..., num_agents * state_dim) -> every agent's logits (..., num_agents, action_dim)."""
+        """(..., num_agents * state_dim) -> logits (..., num_agents, action_dim)."""
         obs = state.unflatten(-1, (len(self.nets), -1))
         return torch.stack([net(obs[..., i, :]) for i, net in enumerate(self.nets)], dim=-2)
 
@@ -803,8 +753,7 @@ class TeamActorDiscrete(nn.Module):
 
 
 class TeamCriticDiscrete(TeamCritic):
-    """TeamCritic on every agent's discrete action as a one-hot: integer actions (..., num_agents) are encoded here,
-    float ones (..., num_agents * action_dim) taken as they are (the actors' relaxed samples)."""
+    """TeamCritic on one-hot actions; float ones (relaxed samples) are taken as they are."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__(net_dim, state_dim, action_dim, num_agents)
@@ -817,17 +766,15 @@ class TeamCriticDiscrete(TeamCritic):
 
 
 class TeamCriticLocal(TeamCritic):
-    """Decentralised critics, the MADDPG paper's DDPG baseline (Lowe et al. arXiv:1706.02275, section 5): agent i's
-    Q_i(o_i, a_i) on its own observation and action only, one network each. TeamCritic's inputs and outputs, so that
-    MADDPG's update serves it unchanged: critic i reads agent i's slice of the team's state and of its joint action."""
+    """Decentralised critics Q_i(o_i, a_i), MADDPG's DDPG baseline (Lowe et al. arXiv:1706.02275,
+    section 5), with TeamCritic's interface so that MADDPG's update serves it unchanged."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         nn.Module.__init__(self)  # not TeamCritic's: its critics take every agent's inputs
         self.critics = nn.ModuleList(Critic(net_dim, state_dim, action_dim) for _ in range(num_agents))
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """As TeamCritic.forward: state (B, num_agents * state_dim), a joint action (B, num_agents * action_dim) or one
-        per critic (num_agents, B, num_agents * action_dim) -> every agent's Q (num_agents, B)."""
+        """As TeamCritic.forward; critic i reads agent i's slices only."""
         num_agents = len(self.critics)
         obs = state.unflatten(-1, (num_agents, -1))  # (B, num_agents, state_dim)
         actions = action if action.dim() == 3 else action.expand(num_agents, *action.shape)
@@ -840,9 +787,7 @@ class TeamCriticLocalDiscrete(TeamCriticDiscrete, TeamCriticLocal):
 
 
 class TeamActorPPO(ActorPPO):
-    """MAPPO's actor for continuous actions: one Gaussian policy shared by every agent (parameter sharing), on the
-    agent's own observation and a one-hot of its index (with_agent_ids); a team's state (..., num_agents * state_dim)
-    -> every agent's action side by side (..., num_agents * action_dim), and each agent's log-prob (..., num_agents)."""
+    """MAPPO's continuous actor: one Gaussian policy shared by every agent (with_agent_ids)."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__(net_dim, state_dim + num_agents, action_dim)
@@ -856,13 +801,12 @@ class TeamActorPPO(ActorPPO):
         return action.flatten(-2), log_prob  # (..., num_agents * action_dim), (..., num_agents)
 
     def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return super().get_log_prob_entropy(with_agent_ids(state, self.num_agents), action.unflatten(-1, (self.num_agents, -1)))
+        return super().get_log_prob_entropy(with_agent_ids(state, self.num_agents),
+                                            action.unflatten(-1, (self.num_agents, -1)))
 
 
 class TeamActorDiscretePPO(ActorDiscretePPO):
-    """MAPPO's and COMA's actor for discrete actions: one categorical policy shared by every agent, on its own
-    observation and index (with_agent_ids); a team's state -> each agent's action, log-prob and entropy
-    (..., num_agents), its log-probs of every action (..., num_agents, action_dim)."""
+    """MAPPO's and COMA's discrete actor: one categorical policy shared by every agent."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__(net_dim, state_dim + num_agents, action_dim)
@@ -876,8 +820,7 @@ class TeamActorDiscretePPO(ActorDiscretePPO):
 
 
 class ValueNorm(StateNorm):
-    """Standardised value targets (MAPPO, Yu et al. arXiv:2103.01955, section 4.1: "value normalization"): the
-    running mean and std of every return the critic has regressed onto; unclipped, and undone by denormalize."""
+    """Standardised value targets (MAPPO, Yu et al. arXiv:2103.01955, section 4.1), unclipped."""
 
     clip = math.inf
 
@@ -886,9 +829,8 @@ class ValueNorm(StateNorm):
 
 
 class TeamCriticValue(nn.Module):
-    """MAPPO's centralised values of the team's state (every agent's observation side by side), one for each agent's
-    own returns, V_i(s), (..., num_agents): its net learns standardised returns (value_norm, each agent's statistics),
-    forward gives the values in the returns' units for the advantages."""
+    """MAPPO's centralised values V_i(s), (..., num_agents): the net learns standardised
+    returns (value_norm); forward gives them in the returns' units."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__()
@@ -904,10 +846,8 @@ class TeamCriticValue(nn.Module):
 
 
 class COMACritic(nn.Module):
-    """COMA's centralised critic (Foerster et al. arXiv:1705.08926, section 4.2): for agent i, the Q-values of each of
-    its own actions with the other agents' actions held as taken, Q(s, (a_-i, .)), from the team's state, the others'
-    actions (one-hot, its own zeroed) and its index; one network for every agent. A row of it holds all that the
-    counterfactual baseline sum_a pi_i(a) Q(s, (a_-i, a)) needs, in one forward pass."""
+    """COMA's critic (Foerster et al. arXiv:1705.08926, section 4.2): row i is Q(s, (a_-i, .)),
+    so the counterfactual baseline sum_a pi_i(a) Q(s, (a_-i, a)) takes one forward pass."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int):
         super().__init__()
@@ -915,8 +855,8 @@ class COMACritic(nn.Module):
         self.net = mlp(net_dim, num_agents * (state_dim + action_dim + 1), action_dim)
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """A team's state (..., num_agents * state_dim) and joint action (..., num_agents) integers -> every agent's
-        Q-values of its own actions, (..., num_agents, action_dim)."""
+        """state (..., num_agents * state_dim), action (..., num_agents) integers ->
+        each agent's Q-values of its own actions, (..., num_agents, action_dim)."""
         n = self.num_agents
         others = 1 - torch.eye(n, device=state.device).unsqueeze(-1)  # (n, n, 1): agent i's row hides its own action
         actions = nn.functional.one_hot(action, self.action_dim).float().unsqueeze(-3) * others  # (..., n, n, A)
@@ -930,10 +870,9 @@ class COMACritic(nn.Module):
 
 
 class QTranNet(nn.Module):
-    """QTRAN-base (Son et al. arXiv:1905.05408, section 3): the individual q_i of the shared agent network (QMixNet's,
-    for acting), an unconstrained joint Q_jt(s, a) of the team's state and one-hot joint action, and V_jt(s), which
-    together make sum_i q_i - Q_jt + V zero at the greedy joint action and non-negative elsewhere (AgentQTRAN). Q_jt
-    is a plain network of (s, a) here, where the paper feeds it the agents' summed hidden features."""
+    """QTRAN-base (Son et al. arXiv:1905.05408, section 3): q_i, Q_jt(s, a) and V_jt(s), trained
+    (AgentQTRAN) so that sum_i q_i - Q_jt + V_jt is 0 at the greedy joint action, >= 0 elsewhere.
+    Q_jt is a plain network of (s, one-hot a), not the paper's summed hidden features."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, num_agents: int, if_noisy: bool = False):
         super().__init__()
