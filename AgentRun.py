@@ -1,17 +1,7 @@
-"""Train an agent: `python AgentRun.py` runs run__demo(); `python AgentRun.py key=value ...` overrides Arguments
-fields, e.g. `python AgentRun.py agent=AgentSAC env=Pendulum-v1 break_step=20000 cwd=/tmp/run seed=1`.
-
-Contents, in this order:
-- the user's surface: run__demo and run__off_policy_demo (edit the arguments there), Arguments;
-- the round, written once: Explorer (explores), Learner (learns and checkpoints), Recorder (evaluates and decides
-  the stop), with the Evaluator that writes recorder.csv, actor.pt and the plot;
-- environments (prepare_env, build_env) and checkpoints (save_checkpoint, start_state);
-- the loops, which differ only in how the three roles talk: train_serial (one process, the reference),
-  train_multiprocess (explorer and learner processes, queues), train_async (A3C's workers, shared memory),
-  train_distributed (torchrun's data-parallel learners, all_reduce); train_and_evaluate picks one;
-- the optional env families, masks of legal actions included, are modules of extras/ (ENV_FAMILIES);
-- main, the command line; its tools (replay, export, a grid of runs, the comparison plot) are extras/tools.py.
-"""
+"""Train an agent: `python AgentRun.py [key=value ...]` runs run__demo() with Arguments fields overridden, e.g.
+`python AgentRun.py agent=AgentSAC env=Pendulum-v1 break_step=20000 cwd=/tmp/run seed=1`. A round's roles (Explorer,
+Learner, Recorder) are written once; the loops differ only in how the roles talk: train_serial (the reference),
+train_multiprocess (queues), train_async (A3C, shared memory), train_distributed (torchrun, all_reduce)."""
 import contextlib
 import copy
 import csv
@@ -50,15 +40,13 @@ from AgentZoo import (AgentBase, FrameStackPrioritizedReplayBuffer, FrameStackRe
 
 
 def run__demo(**overrides) -> dict:
-    """PPO on LunarLanderContinuous-v3 until it is solved: of the library's defaults, the agent that solves this task
-    fastest on every seed on a 2-core CPU (BENCHMARKS.md). Edit the arguments here; returns how the run stopped."""
+    """PPO on LunarLanderContinuous-v3, the fastest default agent there (BENCHMARKS.md); returns how the run stopped."""
     args = Arguments(agent="AgentPPO", env="LunarLanderContinuous-v3", seed=0)
     return train_and_evaluate(dataclasses.replace(args, **overrides))
 
 
 def run__off_policy_demo(**overrides) -> dict:
-    """An off-policy agent, ModSAC, on the same task: a replay buffer, one process (train_serial). ModSAC: it solved
-    every seed of 0-4 where SAC missed one (History/UPDATE_LOG.md, 2026-11-28)."""
+    """ModSAC on the same task: it solved every seed where SAC missed one (History/UPDATE_LOG.md, 2026-11-28)."""
     args = Arguments(agent="AgentModSAC", env="LunarLanderContinuous-v3", seed=0)
     return train_and_evaluate(dataclasses.replace(args, **overrides))
 
@@ -77,113 +65,88 @@ class RefusedTypeError(RefusedError, TypeError):
 
 @dataclass
 class Arguments:
-    """Every knob of a run. Fields left at None take the agent's default (AgentZoo: train_defaults,
-    hyper_defaults) or the environment's (target_return)."""
+    """Every knob of a run; None takes the agent's default (AgentZoo train_defaults, hyper_defaults) or the env's."""
 
     agent: str | type = "AgentSAC"  # an agent class of AgentZoo, or its name
-    env: str | gym.Env = "LunarLanderContinuous-v3"  # a gymnasium id, or an Env instance with flat Box observations
-    # or a goal env's Dict ones (extras.goals); images: ALE/<Game>-v5 (pip install ale-py), MinAtar/<Game>-v1 (pip
-    # install minatar), CarRacing-v3 (extras.pixels; AgentNet.ImageEncoder)
+    env: str | gym.Env = "LunarLanderContinuous-v3"  # a gymnasium id or an Env instance: flat Box observations, a
+    #   goal env's Dict (extras.goals) or images (extras.pixels: ALE/<Game>-v5, MinAtar/<Game>-v1, CarRacing-v3)
     cwd: str | None = None  # working directory for outputs; None -> ./{AgentName}_{EnvName}_{seed}
     seed: int = 0  # seeds torch, numpy and the environments
-    num_threads: int = 1  # torch threads; small networks on a small CPU run fastest on one, > 0
+    num_threads: int = 1  # torch threads, > 0; small networks on a small CPU run fastest on one
 
     net_dim: int | None = None  # width of each hidden layer, > 0
-    net_dims: tuple | str | None = None  # every MLP's hidden widths instead of two of net_dim, "400,300" (or "400x300",
-    #   which a grid keeps whole) or a tuple; None: (net_dim, net_dim)
+    net_dims: tuple | str | None = None  # "400,300", "400x300" or a tuple: each MLP's hidden widths; None: 2 x net_dim
     activation: str | None = None  # after each hidden layer: relu, tanh, elu or gelu (AgentNet.NetShape); None: relu
-    recurrent_cell: str | None = None  # recurrent agents (recurrent PPO, R2D2): their memory's cell, lstm (h and c) or
-    #   gru (h) (AgentNet.RecurrentCore); None: the agent's default (gru)
+    recurrent_cell: str | None = None  # recurrent agents' memory cell, lstm or gru (AgentNet.RecurrentCore); None: gru
     batch_size: int | None = None  # transitions per gradient step (R2D2: sequences), > 0
-    learning_rate: float | None = None  # Adam step size of every network (the critic's where actor_learning_rate is
-    #   set), > 0
+    learning_rate: float | None = None  # Adam step size of every network (the critic's if actor_learning_rate), > 0
     actor_learning_rate: float | None = None  # the actor's step size (actor-critic agents), > 0; None: learning_rate
     gamma: float | None = None  # discount factor, 0 < gamma <= 1
     reward_scale: float | None = None  # rewards are multiplied by this before learning, > 0
     soft_update_tau: float | None = None  # target <- tau*online + (1-tau)*target, 0 < tau <= 1
-    max_memo: int | None = None  # replay buffer capacity in transitions (ACER: of its replayed rollouts; R2D2: in
-    #   sequences), > 0
+    max_memo: int | None = None  # replay capacity in transitions (ACER: rollouts; R2D2: sequences), > 0
     target_step: int | None = None  # environment steps explored between two updates (all envs together), > 0
-    repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs per rollout; > 0
+    repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs; > 0
     num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
-    env_backend: str = "gymnasium"  # the explorer's vector env: gymnasium (the reference) or envpool, EnvPool's C++
-    #   copies of the same task id (pip install envpool; extras.envpool_backend); evaluation always steps gymnasium's
+    env_backend: str = "gymnasium"  # explorer's envs: gymnasium or envpool (extras.envpool_backend); eval: gymnasium
     random_steps: int | None = None  # off-policy: steps of uniformly random actions before learning starts, >= 0
     n_step: int | None = None  # off-policy: rewards summed before the bootstrap (n-step returns), >= 1
     if_per: bool | None = None  # off-policy: True samples by priority (PrioritizedReplayBuffer), False uniformly
-    her_k: int | None = None  # off-policy on a goal env: hindsight goals per kept one (HindsightReplayBuffer), 0: none;
-    #   None: the agent's default (4) on a goal env, 0 on any other
+    her_k: int | None = None  # goal env: hindsight goals per kept one (HindsightReplayBuffer), >= 0; None: 4 (else 0)
     # the hyperparameters of some agents only; an agent refuses one it does not have (as PPO refuses random_steps)
-    explore_rate: float | None = None  # DQN family: epsilon, the chance of a random action while exploring, in [0, 1]
-    #   (AgentApeX: the base of its env copies' epsilons)
+    explore_rate: float | None = None  # DQN family: epsilon, the chance of a random action, in [0, 1] (ApeX: its base)
     if_noisy: bool | None = None  # DQN family: True explores with noisy layers (AgentNet.NoisyLinear), epsilon 0
     num_atoms: int | None = None  # C51, Rainbow: atoms of each action's return distribution, >= 2
     v_min: float | None = None  # C51, Rainbow: the smallest atom, < v_max (returns in units of reward_scale)
     v_max: float | None = None  # C51, Rainbow: the largest atom, > v_min
     explore_noise: float | None = None  # DDPG, TD3: std of the exploration noise on actions in [-1, 1], >= 0
-    noise_beta: float | None = None  # DDPG, TD3, SAC, MADDPG: colour of the exploration noise along the steps, its
-    #   power spectrum falling as 1/f^noise_beta (AgentZoo.ColoredNoise, in sequences as long as the env's episodes):
-    #   0 white, 1 pink, 2 red; >= 0
-    random_beta: float | None = None  # DDPG, TD3, SAC, MADDPG: colour of the random warm-up's uniform actions, as
-    #   noise_beta; >= 0
+    noise_beta: float | None = None  # DDPG, TD3, SAC, MADDPG: colour of the exploration noise, its power spectrum
+    #   1/f^noise_beta along an episode (AgentZoo.ColoredNoise): 0 white, 1 pink, 2 red; >= 0
+    random_beta: float | None = None  # DDPG, TD3, SAC, MADDPG: colour of the random warm-up's actions, >= 0
     policy_noise: float | None = None  # TD3: std of the target policy smoothing noise, >= 0
     noise_clip: float | None = None  # TD3: the smoothing noise is clipped to [-noise_clip, noise_clip], >= 0
     alpha_init: float | None = None  # SAC: the entropy temperature alpha it starts from (then tuned), > 0
     if_tune_alpha: bool | None = None  # SAC: True tunes alpha toward the target entropy; False keeps it at alpha_init
-    lambda_gae: float | None = None  # PPO, A2C, VPG, TRPO (COMA: of its critic's TD(lambda) returns): GAE's lambda
-    #   (0: one-step TD error, 1: Monte Carlo return), in [0, 1]
+    lambda_gae: float | None = None  # PPO, A2C, VPG, TRPO: GAE's lambda (COMA: its critic's TD(lambda)), in [0, 1]
     ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
-    target_kl: float | None = None  # PPO: a round's epochs stop once the approximate KL to the policy that acted passes
-    #   this (Spinning Up's PPO), > 0; None: they never stop early
-    seq_len: int | None = None  # recurrent PPO, R2D2: steps of a learning sequence (truncated back-propagation through
-    #   time), >= 1; recurrent PPO: a divisor of target_step // num_envs; R2D2: replayed sequences overlap by half
-    burn_in: int | None = None  # R2D2: steps before a replayed sequence's seq_len that only refresh its stored memory
-    #   (no loss, no gradient), >= 0
+    target_kl: float | None = None  # PPO: a round's epochs stop past this approx. KL (Spinning Up), > 0; None: never
+    seq_len: int | None = None  # recurrent PPO, R2D2: steps of a learning sequence (truncated BPTT), >= 1; recurrent
+    #   PPO: a divisor of target_step // num_envs; R2D2: replayed sequences overlap by half
+    burn_in: int | None = None  # R2D2: steps before a replayed sequence that only refresh its stored memory, >= 0
     entropy_coef: float | None = None  # PPO, A2C, VPG, TRPO: weight of the entropy bonus, >= 0
     max_kl: float | None = None  # TRPO: the trust region, the largest mean KL(old || new policy) of a step, > 0
-    kl_clip: float | None = None  # ACKTR: the trust region of each step in the Fisher's KL; ACER: of the linearised
-    #   KL(average || new policy) per state, > 0
+    kl_clip: float | None = None  # ACKTR: each step's KL trust region (Fisher); ACER: KL(average || new) per state; > 0
     rho_clip: float | None = None  # ACER: c, the truncation of the importance weights in the policy gradient, > 0
     damping: float | None = None  # ACKTR: added to the Kronecker-factored Fisher before inverting it, > 0
-    common_reward: bool | None = None  # team agents: True learns from the sum of the agents' rewards (EPyMARL's
-    #   common_reward), False each agent from its own (MADDPG, MAPPO only: a value per agent); None: the agent's default
-    #   (MADDPG, MAPPO: False, as a competitive env needs; VDN, QMIX, QTRAN, COMA: True, their one value of the team)
+    common_reward: bool | None = None  # team agents: True learns the sum of the agents' rewards (EPyMARL's), False
+    #   each agent its own (MADDPG, MAPPO only); None: False for MADDPG, MAPPO (competitive envs), else True
     lambda_opt: float | None = None  # QTRAN: weight of L_opt, the factorisation's equality at the greedy action, >= 0
     lambda_nopt: float | None = None  # QTRAN: weight of L_nopt, its inequality at the actions taken, >= 0
-    if_state_norm: bool | None = None  # True: networks standardise states by the running mean and std of the explored
-    #   ones (AgentNet.StateNorm), saved with every network (actor.pt too); None: the agent's default
-    if_clip_reward: bool | None = None  # the agents that take images: True learns from the rewards' signs (DQN paper),
-    #   while evaluation and recorder.csv report the raw score; None: True on ALE/ ids (not R2D2's), else False
-    frame_stack: int | None = None  # ALE/ ids: the last frames a state stacks, >= 1; None: 4 (the DQN paper's); 1 shows
-    #   one frame, so that what moves is left to a recurrent agent's memory (R2D2); other envs' states stay as they come
-    if_action_mask: bool | None = None  # discrete agents (not ACER's, not a team's): True appends the env's mask of legal
-    #   actions (info["action_mask"], or a Dict observation's "action_mask") to the states, and the agent never takes an
-    #   illegal action nor bootstraps from one (extras.masks); None: the agent's default (False)
+    if_state_norm: bool | None = None  # True: states standardised by their running mean and std (AgentNet.StateNorm)
+    if_clip_reward: bool | None = None  # image agents: True learns from the rewards' signs (DQN paper); evaluation
+    #   and recorder.csv report the raw score; None: True on ALE/ ids (not R2D2's), else False
+    frame_stack: int | None = None  # ALE/ ids: the last frames a state stacks, >= 1; None: 4 (the DQN paper's); 1
+    #   leaves motion to a recurrent agent's memory (R2D2); other envs' states stay as they come
+    if_action_mask: bool | None = None  # discrete agents but ACER and teams: True appends the env's mask of legal
+    #   actions (info["action_mask"] or a Dict's) to states; an illegal one is never taken nor bootstrapped from
 
-    # stop after this many environment steps, > 0. 2^22: on BipedalWalker-v3 PPO's and ACKTR's seeds stopped at 2^20
-    # within 300 s, best returns up to 298 of 300 (History/UPDATE_LOG.md, 2026-11-25)
+    # stop after this many env steps, > 0 (2^20 was short on BipedalWalker-v3: History/UPDATE_LOG.md, 2026-11-25)
     break_step: int = 2 ** 22
     max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
     target_return: float | None = None  # stop once the evaluation mean reaches this; None -> the env's
-    eval_gap: float = 1.0  # seconds between evaluations at least, >= 0; the evaluator also waits long enough that
-    # evaluating takes at most a tenth of the run (Evaluator.eval_share); 0: after every update round, reproducibly
+    eval_gap: float = 1.0  # min seconds between evaluations (longer: Evaluator.eval_share), >= 0; 0: after every round
     eval_times: int = 8  # episodes per evaluation, deterministic policy, > 0
     save_gap: float = 60.0  # seconds between checkpoints into cwd/checkpoint (also written at every stop), > 0
-    if_save_buffer: bool | None = None  # off-policy and ACER: False leaves the replay buffer out of checkpoints (very large
-    # observations); a resumed run then refills it before it learns again. None: the agent's default (True)
-    if_multiprocess: bool | None = None  # True: explorer and learner in processes of their own (train_multiprocess);
-    # None: the agent's default, the loop measured faster for it on 2 cores (AgentPPO, AgentApeX: True; the others:
-    # False)
-    num_workers: int | None = None  # explorer processes of a multiprocess run (AgentA3C: its learning workers), each
-    # with num_envs env(s) of its own, >= 1; above 1 implies if_multiprocess. None: the agent's default (1; A3C,
-    # AgentApeX: 2), 1 where if_multiprocess=False
-    dist_backend: str | None = None  # under torchrun (train_distributed): 'gloo' (CPU) or 'nccl' (CUDA); None: nccl
-    # where CUDA is available, else gloo
-    start_method: str | None = None  # multiprocessing start method: None (the platform's; spawn where CUDA is
-    # available, since a forked child cannot use the parent's CUDA), 'spawn', 'fork', 'forkserver'
+    if_save_buffer: bool | None = None  # False: checkpoints leave out the replay buffer, which a resume refills
+    if_multiprocess: bool | None = None  # True: explorer and learner processes (train_multiprocess); None: the
+    #   agent's default, the loop measured faster for it on 2 cores (AgentPPO, AgentApeX: True; others: False)
+    num_workers: int | None = None  # explorer processes of a multiprocess run (AgentA3C: its workers), >= 1, each
+    #   with num_envs envs; > 1 implies if_multiprocess. None: 1 if serial, else the agent's (1; A3C, ApeX: 2)
+    dist_backend: str | None = None  # under torchrun: 'gloo' (CPU) or 'nccl' (CUDA); None: nccl with CUDA, else gloo
+    start_method: str | None = None  # multiprocessing's: spawn, fork, forkserver; None: the platform's, spawn with CUDA
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
     if_remove: bool = False  # True deletes an earlier run's files in cwd; False refuses to mix with them
-    if_tensorboard: bool = False  # True also writes each evaluation's scalars to cwd for TensorBoard (needs tensorboard)
+    if_tensorboard: bool = False  # True: also each evaluation's scalars in cwd for TensorBoard (needs tensorboard)
 
     def get_agent_class(self) -> type:
         if isinstance(self.agent, type) and issubclass(self.agent, AgentBase):
@@ -193,8 +156,7 @@ class Arguments:
         raise RefusedError(f"unknown agent {self.agent!r}; AgentZoo has {', '.join(AGENT_CLASSES)}")
 
     def resolve(self, env_info: "EnvInfo"):
-        """Fill the fields left at None and check every value; writes nothing. Under torchrun its own checks come first,
-        on the values as given (check_torchrun); the loop is chosen last, from what the user asked (choose_loop)."""
+        """Fill the fields left at None and check every value (check_torchrun: as given); writes nothing."""
         self.agent = self.agent_for(env_info)
         if torchrun_world() is not None:
             check_torchrun(self)
@@ -204,14 +166,13 @@ class Arguments:
         self.choose_loop()
 
     def agent_for(self, env_info: "EnvInfo") -> type:
-        """The agent class, refused (naming the ones that suit) for an env of another kind: a team's or one agent's,
-        Discrete or Box actions."""
+        """The agent class, refused (naming those that suit) for another kind of env: team, action space, images."""
         agent_class = self.get_agent_class()
         if agent_class.if_multi_agent != env_info.if_multi_agent:
             suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_multi_agent == env_info.if_multi_agent
                         and cls.if_discrete == env_info.if_discrete]
-            raise RefusedError(f"{agent_class.__name__} is a {'multi' if agent_class.if_multi_agent else 'single'}-agent "
-                               f"agent, but {env_info.env_name} is a "
+            raise RefusedError(f"{agent_class.__name__} is a {'multi' if agent_class.if_multi_agent else 'single'}"
+                               f"-agent agent, but {env_info.env_name} is a "
                                + (f"multi-agent env ({env_info.num_agents} agents)" if env_info.if_multi_agent else
                                 "single-agent env") + f"; use one of {', '.join(suitable)}")
         if agent_class.if_discrete != env_info.if_discrete:
@@ -224,13 +185,12 @@ class Arguments:
         if is_image(env_info.state_dim) and not agent_class.if_image_states:
             suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_image_states
                         and cls.if_discrete == env_info.if_discrete and not cls.if_multi_agent]
-            raise RefusedError(f"{agent_class.__name__} does not take image observations, but {env_info.env_name}'s are "
-                               f"images of shape {env_info.state_dim}; use one of {', '.join(suitable)}")
+            raise RefusedError(f"{agent_class.__name__} does not take image observations, but {env_info.env_name}'s "
+                               f"are images of shape {env_info.state_dim}; use one of {', '.join(suitable)}")
         return agent_class
 
     def fill_defaults(self, env_info: "EnvInfo"):
-        """Every field left at None from the agent (train_defaults, hyper_defaults) or the env (target_return, cwd), but
-        if_multiprocess, which choose_loop decides; refuses a setting of other agents that this one would ignore."""
+        """Fill the None fields from the agent or the env, but if_multiprocess; refuse another agent's setting."""
         own_settings = agent_settings(self.agent)
         for name in sorted(AGENT_KNOBS - set(own_settings)):
             if getattr(self, name) is not None:
@@ -242,9 +202,10 @@ class Arguments:
                 importlib.import_module("extras.teams").is_competing_team(env_info.env_name):
             selfish = ", ".join(name for name, cls in AGENT_CLASSES.items() if cls.if_agent_rewards)
             raise RefusedError(f"{self.agent.__name__} learns one value of the team's common reward, the sum of every "
-                               f"agent's; the agents of {env_info.env_name} compete (adversaries against the others), so "
-                               f"that sum would train each side to help the other: pass common_reward=True to learn it "
-                               f"anyway, or use an agent that learns from each agent's own reward ({selfish})")
+                               f"agent's; the agents of {env_info.env_name} compete (adversaries against the "
+                               f"others), so that sum would train each side to help the other: pass "
+                               f"common_reward=True to learn it anyway, or use an agent that learns from each "
+                               f"agent's own reward ({selfish})")
         if self.her_k is None and "her_k" in own_settings and not env_info.goal_dim:  # relabelling needs goals
             self.her_k = 0
         if self.if_noisy and self.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
@@ -266,15 +227,17 @@ class Arguments:
             self.cwd = f"./{self.agent.__name__}_{env_info.env_name}_{self.seed}"
 
     def check_options(self, env_info: "EnvInfo"):
-        """The settings a number's range does not decide: the networks' shape, the start method, TensorBoard's package,
-        hindsight's env, a sequence length that cuts the rollout evenly and a break_step past the random warm-up."""
+        """The checks beyond a number's range: names, packages, settings that must agree with others or the env."""
         self.net_dims = parse_widths(self.net_dims)
         if self.activation is not None and self.activation not in NetShape.activations:
-            raise RefusedError(f"activation={self.activation!r} is not accepted: one of {', '.join(NetShape.activations)}")
+            raise RefusedError(f"activation={self.activation!r} is not accepted: "
+                               f"one of {', '.join(NetShape.activations)}")
         if self.recurrent_cell is not None and self.recurrent_cell not in NetShape.cells:
-            raise RefusedError(f"recurrent_cell={self.recurrent_cell!r} is not accepted: one of {', '.join(NetShape.cells)}")
+            raise RefusedError(f"recurrent_cell={self.recurrent_cell!r} is not accepted: "
+                               f"one of {', '.join(NetShape.cells)}")
         if self.start_method not in (None, *mp.get_all_start_methods()):
-            raise RefusedError(f"start_method={self.start_method!r} is not accepted: None or one of {mp.get_all_start_methods()}")
+            raise RefusedError(f"start_method={self.start_method!r} is not accepted: "
+                               f"None or one of {mp.get_all_start_methods()}")
         if self.if_tensorboard:
             try:
                 import torch.utils.tensorboard  # noqa: F401  (only to fail here, before anything is written)
@@ -302,28 +265,27 @@ class Arguments:
                                f"priorities that its learner replays by (PrioritizedReplayBuffer); pass if_per=True or "
                                f"leave it None, or use AgentD3QN for uniform replay")
         if self.agent.if_off_policy and self.break_step <= self.random_steps:
-            raise RefusedError(f"break_step={self.break_step} is not accepted: {self.agent.__name__} explores at random "
-                               f"for its first random_steps={self.random_steps} steps and learns only after them; "
-                               f"pass a break_step above random_steps, or a smaller random_steps")
+            raise RefusedError(f"break_step={self.break_step} is not accepted: {self.agent.__name__} explores at "
+                               f"random for its first random_steps={self.random_steps} steps and learns only after "
+                               f"them; pass a break_step above random_steps, or a smaller random_steps")
 
     def choose_loop(self):
-        """if_multiprocess as the user asked it (None: the agent's default, the loop measured faster for it), True
-        wherever num_workers > 1; an asked serial loop is refused for an agent that cannot run in one."""
+        """None -> the agent's faster loop; True if num_workers > 1; refuses a serial loop the agent cannot run."""
         if self.if_multiprocess is False and self.agent.if_async:
             raise RefusedError(f"if_multiprocess=False is not accepted: {self.agent.__name__} learns in num_workers "
                                f"processes of its own (train_async); pass if_multiprocess=True, or leave it None")
         if self.if_multiprocess is False and self.num_workers > 1:
-            raise RefusedError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the explorers "
-                               f"are processes of a multiprocess run; pass if_multiprocess=True (or leave it None), or "
-                               f"num_workers=1")
+            raise RefusedError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the "
+                               f"explorers are processes of a multiprocess run; pass if_multiprocess=True (or leave "
+                               f"it None), or num_workers=1")
         if self.if_multiprocess is None:
             self.if_multiprocess = agent_settings(self.agent).get("if_multiprocess", False)
         self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
 
     def prepare_cwd(self):
-        """Refuse to mix with an earlier run's files (if_resume continues it, if_remove deletes it), then write
-        config.json with every field as used."""
-        if_earlier_run = any(os.path.exists(os.path.join(self.cwd, name)) for name in ("recorder.csv", "config.json", "checkpoint"))
+        """Refuse to mix with an earlier run's files (unless if_resume or if_remove); write config.json as used."""
+        if_earlier_run = any(os.path.exists(os.path.join(self.cwd, name))
+                             for name in ("recorder.csv", "config.json", "checkpoint"))
         if self.if_resume:
             if not if_earlier_run:
                 raise MissingRunError(f"if_resume=True, but cwd {self.cwd!r} holds no run to resume")
@@ -357,10 +319,11 @@ class Arguments:
             "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
             "seq_len": (lambda v: v >= 1, ">= 1"), "burn_in": (lambda v: v >= 0, ">= 0"),
             "frame_stack": (lambda v: v >= 1, ">= 1"),
-            "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"), "damping": (lambda v: v > 0, "> 0"),
-            "rho_clip": (lambda v: v > 0, "> 0"),
+            "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"),
+            "damping": (lambda v: v > 0, "> 0"), "rho_clip": (lambda v: v > 0, "> 0"),
             "lambda_opt": (lambda v: v >= 0, ">= 0"), "lambda_nopt": (lambda v: v >= 0, ">= 0"),
-            "n_step": (lambda v: v >= 1, ">= 1"), "her_k": (lambda v: v >= 0, ">= 0"), "num_atoms": (lambda v: v >= 2, ">= 2"),
+            "n_step": (lambda v: v >= 1, ">= 1"), "her_k": (lambda v: v >= 0, ">= 0"),
+            "num_atoms": (lambda v: v >= 2, ">= 2"),
             "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
             "v_min": (lambda v: math.isfinite(v) and v < self.v_max, f"below v_max={self.v_max}"),
         }
@@ -372,7 +335,8 @@ class Arguments:
                 raise RefusedError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
         for field in dataclasses.fields(self):  # the fields annotated int (not float) take integers only
             kinds, value = typing.get_args(field.type) or (field.type,), getattr(self, field.name)
-            if int in kinds and float not in kinds and value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            if int in kinds and float not in kinds and value is not None and (
+                    isinstance(value, bool) or not isinstance(value, int)):
                 raise RefusedError(f"{field.name}={value!r} is not accepted: {field.name} must be an integer")
         if self.agent.if_multi_agent:  # VDN, QMIX, QTRAN, COMA: a common reward only
             self.agent.check_common_reward(self.common_reward)
@@ -387,9 +351,10 @@ class Arguments:
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
 
 
-# the agents a run takes: every AgentBase subclass of AgentZoo but the shared bases, which no task trains
-AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items()) if isinstance(obj, type)
-                 and issubclass(obj, AgentBase) and obj not in (AgentBase, AgentZoo.AgentOffPolicy, AgentZoo.AgentOnPolicy)}
+# the agents a run takes: AgentZoo's AgentBase subclasses but the shared bases, which no task trains
+AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items())
+                 if isinstance(obj, type) and issubclass(obj, AgentBase)
+                 and obj not in (AgentBase, AgentZoo.AgentOffPolicy, AgentZoo.AgentOnPolicy)}
 
 
 def agent_settings(agent_class: type) -> dict:
@@ -397,7 +362,7 @@ def agent_settings(agent_class: type) -> dict:
     return agent_class.train_defaults | agent_class.hyper_defaults
 
 
-# the settings of any AgentZoo agent; Arguments.resolve refuses those the chosen agent lacks
+# the settings of any AgentZoo agent; Arguments.fill_defaults refuses those the chosen agent lacks
 AGENT_KNOBS = {name for cls in AGENT_CLASSES.values() for name in agent_settings(cls)} & ARGUMENT_NAMES
 
 
@@ -417,8 +382,7 @@ def parse_overrides(argv: list[str]) -> dict:
 
 
 def parse_widths(net_dims: tuple | list | str | None) -> tuple[int, ...] | None:
-    """net_dims as a tuple of positive ints: from "400,300" or "400x300" (the command line, a grid), a list (config.json)
-    or a tuple; refused otherwise."""
+    """net_dims as a tuple of positive ints, from "400,300" or "400x300", a list (config.json) or a tuple."""
     if net_dims is None:
         return None
     parts = re.split(r"[,x]", net_dims) if isinstance(net_dims, str) else list(net_dims)
@@ -433,14 +397,14 @@ def parse_widths(net_dims: tuple | list | str | None) -> tuple[int, ...] | None:
 
 
 def network_shape(settings: "Arguments | dict") -> "int | NetShape":
-    """What an agent's networks take as net_dim, from a run's Arguments or its config.json (whose values rebuild the
-    same for resume, replay and export): the int net_dim itself (two layers of it, ReLU, an LSTM cell), or a NetShape
-    of net_dims, activation and recurrent_cell where any is set."""
+    """An agent's net_dim from Arguments or config.json: the int, or a NetShape where any of its fields is set."""
     get = settings.get if isinstance(settings, dict) else lambda name: getattr(settings, name)
-    net_dim, net_dims, activation, cell = (get(name) for name in ("net_dim", "net_dims", "activation", "recurrent_cell"))
+    net_dim, net_dims, activation, cell = (
+        get(name) for name in ("net_dim", "net_dims", "activation", "recurrent_cell"))
     if net_dims is None and activation is None and cell is None:
         return net_dim
-    return NetShape(tuple(net_dims) if net_dims is not None else (net_dim, net_dim), activation or "relu", cell or "lstm")
+    return NetShape(tuple(net_dims) if net_dims is not None else (net_dim, net_dim),
+                    activation or "relu", cell or "lstm")
 
 
 def parse_value(key: str, text: str, types: tuple) -> typing.Any:
@@ -457,7 +421,8 @@ def parse_value(key: str, text: str, types: tuple) -> typing.Any:
             try:
                 return kind(text)
             except ValueError:
-                raise RefusedError(f"{key}={text!r} is not accepted: {key} takes {'an integer' if kind is int else 'a number'}"
+                raise RefusedError(f"{key}={text!r} is not accepted: {key} takes "
+                                   f"{'an integer' if kind is int else 'a number'}"
                                    f"{' or None' if type(None) in types else ''}") from None
     return text
 
@@ -466,34 +431,28 @@ def parse_value(key: str, text: str, types: tuple) -> typing.Any:
 
 
 class Explorer:
-    """The round's first role: the exploring env (build_explore_env) and the agent that acts in it. explore() steps each
-    env copy a horizon of steps, its share of the round's target_step, with uniformly random actions during an
-    off-policy run's warm-up; new_returns() gives the returns of the episodes that ended since it was last asked.
-    train_serial and train_distributed explore with the learner's own agent; an explorer process and an A3C worker
-    with a CPU copy (Explorer.in_process) that takes the learner's newer weights (refresh)."""
+    """The round's first role: steps the exploring env with the agent (random in an off-policy warm-up), reports ended
+    episodes' returns. A process's explorer acts with a CPU copy (in_process) taking newer weights (refresh)."""
 
     def __init__(self, args: Arguments, agent: AgentBase, step: int, index: int, env_copies: int):
         """The explorer `index` of those whose env_copies env copies take target_step steps a round together."""
         self.args, self.agent, self.episodes_seen = args, agent, 0
         self.env = build_explore_env(args)
         self.horizon = max(1, args.target_step // env_copies)
-        # seeded after the earlier explorers' copies, as one vector env's copies are; a resumed run starts new
-        # episodes: an environment's inner state cannot be saved in general
+        # seeded after earlier explorers' copies, as a vector env's; a resume starts new episodes (env state is lost)
         agent.last_state = self.env.reset(seed=args.seed + step + index * args.num_envs)[0]
         agent.set_env_copies(index * args.num_envs, env_copies)
 
     @classmethod
     def in_process(cls, args: Arguments, env_info: "EnvInfo", step: int, worker: int, env_copies: int) -> "Explorer":
-        """The explorer of a process of its own: one thread, a CPU copy of the agent, exploration noise from a stream
-        of its own (the learner draws from seed)."""
+        """The explorer of a process of its own: one thread, a CPU copy of the agent, a noise stream of its own."""
         torch.set_num_threads(1)
         torch.manual_seed(args.seed + step + 1 + worker)
         return cls(args, build_agent(args, env_info, device="cpu"), step, worker, env_copies)
 
     def explore(self, step: int, horizon: int | None = None) -> tuple[torch.Tensor, ...]:
-        """horizon steps (the round's by default) of each env copy from `step` on: uniformly random actions while step <
-        random_steps (off-policy agents), which covers the action space before the policy narrows it (TD3 paper,
-        section 6.1); with her_k, where the episodes ended as well (HindsightReplayBuffer.extend takes it)."""
+        """horizon steps (default: the round's) of each env copy from `step`; random actions while step < random_steps
+        cover the action space before the policy narrows it (TD3 paper, section 6.1); her_k appends episode ends."""
         if self.agent.if_off_policy and step < self.args.random_steps:
             trajectory = self.agent.explore_env(self.env, horizon or self.horizon, if_random=True)
         else:
@@ -507,19 +466,15 @@ class Explorer:
         self.agent.act.load_state_dict(weights)
 
     def new_returns(self) -> list[float]:
-        """The returns of the episodes that ended since the last call (gymnasium's RecordEpisodeStatistics keeps as
-        many as a round can end: build_explore_env)."""
+        """Returns of the episodes ended since the last call (build_explore_env keeps all of a round's)."""
         count = episode_count(self.env)
         new, self.episodes_seen = count - self.episodes_seen, count
         return [float(value) for value in list(self.env.return_queue)[-new:]] if new else []
 
 
 class Learner:
-    """The round's second role: the agent and its buffer, fresh or restored from cwd's checkpoint with the RNG states as
-    they were (start_state), and the run's counts of steps and episodes. Each round it stores the explored trajectory
-    (store) and learns from the buffer once that is ready (learn); save writes a checkpoint that holds the recorder's
-    state too (recorder_state: a callable the loop sets; None where another process checkpoints). Under torchrun it is
-    one of `world` learners: batch_size / world samples a batch, the ranks' gradients averaged (optimizer_step)."""
+    """The round's second role: the agent, its buffer, the step and episode counts (restored on resume: start_state).
+    Under torchrun one of `world` learners: batch_size / world samples each, gradients averaged (optimizer_step)."""
 
     def __init__(self, args: Arguments, env_info: "EnvInfo", device=None, if_restore: bool = True, world: int = 1):
         torch.set_num_threads(args.num_threads)
@@ -536,25 +491,22 @@ class Learner:
         self.last_save_time = time.time()
 
     def store(self, trajectory: tuple[torch.Tensor, ...], env_copies: int):
-        """Check a round's trajectory of env_copies env copies (a NaN or infinite value stops the run, saved as it was
-        before: check_finite), add it to the buffer and count its steps, every rank's under torchrun."""
+        """Check a round's trajectory (check_finite), add it to the buffer and count its steps (every rank's)."""
         check_finite(trajectory, self.step, env_copies, None if self.recorder_state is None else self.save)
         self.buffer.extend(*trajectory)  # both buffers move it to the learner's device
         shape = trajectory[0].shape  # off-policy (steps * envs, ...); on-policy (steps, envs, ...)
         self.step += (shape[0] if self.agent.if_off_policy else shape[0] * shape[1]) * self.world
 
     def ready(self) -> bool:
-        """Whether to learn after this round: on-policy always; off-policy once the random warm-up is over and the
-        buffer holds a batch (a run resumed without its buffer refills it first)."""
+        """Learn this round? On-policy always; off-policy once past random_steps with a batch in the buffer."""
         args = self.args
-        return not args.agent.if_off_policy or (self.step >= args.random_steps and self.buffer.cur_len >= args.batch_size)
+        return not args.agent.if_off_policy or (self.step >= args.random_steps
+                                                and self.buffer.cur_len >= args.batch_size)
 
     def learn(self, trajectory: tuple[torch.Tensor, ...], if_ready: bool | None = None) -> dict | None:
-        """update_net once ready (if_ready: the ranks' common answer under torchrun), then the state normalisation's
-        statistics take the round's states: after the update, which learns on the inputs the rollout's log-probs were
-        computed from. Before learning starts, buffer.add_size is zeroed, so that the first update trains on one round's
-        worth of transitions (the TD3 paper's warm-up is not paid for with updates either). Returns the update's
-        stats, or None before learning starts."""
+        """update_net once ready (if_ready: the ranks' answer): its stats, else None with add_size
+        zeroed so the first update trains on one round (TD3 paper). Then the state norm takes the
+        round's states: the update must see the rollout's inputs."""
         stats = None
         if (self.ready() if if_ready is None else if_ready):
             stats = self.agent.update_net(self.buffer, self.batch_size, self.repeat_times)
@@ -564,8 +516,7 @@ class Learner:
         return stats
 
     def save(self):
-        """A checkpoint: the agent, the buffer (unless if_save_buffer=False), the counts, the recorder's state, the RNG
-        states."""
+        """A checkpoint: agent, buffer (unless if_save_buffer=False), counts, recorder and RNG states."""
         save_checkpoint(self.args.cwd, self.agent, self.buffer if self.args.if_save_buffer else None,
                         {"step": self.step, "episodes": self.episodes, "evaluator": self.recorder_state(),
                          "rng": rng_states()})
@@ -578,10 +529,7 @@ class Learner:
 
 
 class Recorder:
-    """The round's third role: evaluates the deterministic policy when due (Evaluator: recorder.csv, actor.pt, the plot),
-    keeps the returns of the exploration episodes since its last row, and decides the stop: target_return at an
-    evaluation; break_step, max_time and a `stop` file after each round (round_stop_reason, which the multiprocess
-    loop's learner asks); each loop adds Ctrl-C."""
+    """The round's third role: evaluates when due (Evaluator), keeps exploration returns, decides the stop."""
 
     def __init__(self, args: Arguments, env_info: "EnvInfo", step: int, state: dict | None):
         self.args, self.returns = args, []
@@ -597,8 +545,7 @@ class Recorder:
 
     def end_round(self, agent: AgentBase, step: int, episodes: int, stats: dict | None,
                   weights: torch.nn.Module | None = None) -> str | None:
-        """Why the run stops after a round that ended at `step`, or None: a limit or the stop file, or the target of the
-        evaluation that follows when due and at the stop, once learning has begun (stats not None)."""
+        """Why the run stops after this round, or None; evaluates when due and at the stop, once learning began."""
         reason = round_stop_reason(self.args, step, self.evaluator.start_time)
         if stats is not None and self.if_due(reason):
             reason = self.evaluate(agent, step, episodes, stats, weights) or reason
@@ -606,8 +553,7 @@ class Recorder:
 
     def evaluate(self, agent: AgentBase, step: int, episodes: int, stats: dict,
                  weights: torch.nn.Module | dict | None = None) -> str | None:
-        """One row after `episodes` exploration episodes, of agent's actor (weights loaded into it first where given);
-        why the run stops if it reached target_return, else None."""
+        """One row of agent's actor (weights loaded first if given); the stop reason if it reached target_return."""
         if weights is not None:
             agent.act.load_state_dict(weights if isinstance(weights, dict) else weights.state_dict())
         explore_return = float(np.mean(self.returns)) if self.returns else math.nan
@@ -625,8 +571,8 @@ class Recorder:
 
 
 def round_stop_reason(args: Arguments, step: int, start_time: float) -> str | None:
-    """Why the run stops after a round that ended at `step`, or None: a file named `stop` in cwd (honoured once, so that
-    a resume carries on), break_step, or max_time counted from start_time (the run's, over all its sessions)."""
+    """Why the run stops after a round, or None: a `stop` file in cwd (removed, so that a resume
+    goes on), break_step, or max_time since start_time (over all of the run's sessions)."""
     path = os.path.join(args.cwd, "stop")
     if os.path.exists(path):
         os.remove(path)
@@ -638,15 +584,13 @@ def round_stop_reason(args: Arguments, step: int, start_time: float) -> str | No
     return None
 
 
-def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int, save: typing.Callable[[], None] | None):
-    """Stop, with the run saved as it was before this trajectory (save; None where another process checkpoints: its
-    last checkpoint stands), at the first step with a NaN or infinite value in any of its tensors (observation,
-    reward, or the agent's own action): learning from it would poison every network. Off-policy tensors are
-    (horizon * num_envs, ...), on-policy ones (horizon, num_envs, ...), both in step-then-env order."""
-    # the step dimensions: the shape of the tensor with the fewest (the rewards' or the discounts'), since states carry
-    # one feature dimension, images three
+def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
+                 save: typing.Callable[[], None] | None):
+    """Stop at a NaN or infinite value (observation, reward, action), which would poison every network; save() first
+    (None: another process checkpoints). Off-policy (horizon * num_envs, ...), on-policy (horizon, num_envs, ...)."""
+    # the step dimensions: the shortest shape (rewards', discounts'); states add one dimension, images three
     lead_shape = min((tensor.shape for tensor in trajectory), key=len)
-    # the per-step tensors; a recurrent rollout's start memories come from the states of rounds already checked
+    # the per-step tensors; a recurrent rollout's start memories come from states of rounds already checked
     per_step = [tensor for tensor in trajectory if tensor.shape[:len(lead_shape)] == lead_shape]
     finite = torch.stack([torch.isfinite(tensor).reshape(*lead_shape, -1).all(-1) for tensor in per_step]).all(0)
     if not finite.all():
@@ -664,10 +608,8 @@ REPLAY_FRAME_BYTES = 8 * 2 ** 30  # what a default replay of images may hold: 8 
 
 
 def replay_capacity(env_info: "EnvInfo", default: int, states_per_entry: int = 0) -> int:
-    """The default replay capacity on images: the agent's, or the largest power of 2 of entries whose frames fit
-    REPLAY_FRAME_BYTES. A transition keeps one frame (FrameStacks): Atari's and MinAtar's 2^20 (7.4 GB, 0.4 GB),
-    CarRacing's grey frames 2^19 (4.8 GB; an instance's RGB ones 2^18, 7.2 GB); an R2D2 sequence keeps states_per_entry whole states (its states and bootstrap states):
-    on Atari 2^12 sequences of 30 steps (6.9 GB)."""
+    """Default replay capacity on images: the agent's, or the largest power of 2 whose frames fit
+    REPLAY_FRAME_BYTES (History/UPDATE_LOG.md, 2026-11-26 and 2026-11-27)."""
     state = math.prod(env_info.state_dim) * env_info.state_dtype.itemsize
     entry = states_per_entry * state if states_per_entry else state // env_info.frame_stack
     return min(default, 2 ** int(math.log2(REPLAY_FRAME_BYTES / entry)))
@@ -713,13 +655,12 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
 
 
 # what the plot's bottom panel draws, of the columns a run's rows hold: each family's diagnostics
-DIAGNOSTICS = ("alpha", "epsilon", "mean_q", "action_std", "entropy", "approx_kl", "clip_fraction", "explained_variance")
+DIAGNOSTICS = ("alpha", "epsilon", "mean_q", "action_std", "entropy", "approx_kl", "clip_fraction",
+               "explained_variance")
 
 
 class Evaluator:
-    """Runs the deterministic policy for one episode in each of its eval envs side by side, prints one fixed-width
-    row per evaluation, appends the row to recorder.csv, saves actor.pt whenever the evaluation mean improves,
-    and redraws the learning curve at most every plot_gap seconds."""
+    """Evaluates the deterministic policy: prints a row, appends it to recorder.csv, keeps the best as actor.pt."""
 
     eval_share = 0.1  # evaluations are spaced so that they take at most this share of the run's time
     plot_gap = 10.0  # seconds between redraws of the plot (one costs about 0.3 s); finish() draws the last rows
@@ -750,14 +691,12 @@ class Evaluator:
         return f"{rate:,.0f} steps/s, {left_text} left"
 
     def state_dict(self) -> dict:
-        return {"seconds": time.time() - self.start_time, "best_return": self.best_return, "best_actor": self.best_actor,
-                "history": self.history, "plot_path": self.plot_path}
+        return {"seconds": time.time() - self.start_time, "best_return": self.best_return,
+                "best_actor": self.best_actor, "history": self.history, "plot_path": self.plot_path}
 
     def load_state_dict(self, state: dict | None):
-        """Carry on a resumed run from its checkpoint: its clock, best return and actor, rows for the plot. What the
-        run wrote after that checkpoint goes: recorder.csv is rewritten from the checkpoint's rows and actor.pt from its
-        best actor, so that steps keep increasing and actor.pt stays the actor of the best row recorded.
-        None: a fresh run (and a multiprocess checkpoint of an earlier version, taken before its first evaluation)."""
+        """Carry on a resumed run (None: fresh, or an old multiprocess checkpoint from before its first evaluation);
+        recorder.csv and actor.pt are rewritten from it: steps keep increasing, actor.pt stays the best row's."""
         if state is not None:
             self.start_time = time.time() - state["seconds"]
             self.best_return, self.best_actor = state["best_return"], state["best_actor"]
@@ -777,14 +716,13 @@ class Evaluator:
             os.remove(actor_path)
 
     def if_due(self) -> bool:
-        """Whether the wait after the last evaluation has passed. eval_gap=0 evaluates after every update round,
-        however long that takes: runs reproducible step for step."""
-        return self.eval_gap == 0 or time.time() - self.last_eval_time >= self.wait_seconds(self.eval_gap, self.eval_seconds)
+        """Whether the wait after the last evaluation has passed; eval_gap=0: after every round, reproducibly."""
+        return self.eval_gap == 0 or (time.time() - self.last_eval_time
+                                      >= self.wait_seconds(self.eval_gap, self.eval_seconds))
 
     @classmethod
     def wait_seconds(cls, eval_gap: float, eval_seconds: float) -> float:
-        """Seconds between an evaluation that took eval_seconds and the next: eval_gap, or more so that evaluating
-        takes at most eval_share of the run (a long-surviving policy makes its episodes slow)."""
+        """eval_gap, or longer so that evaluating takes at most eval_share of the run (slow episodes)."""
         return max(eval_gap, eval_seconds * (1 - cls.eval_share) / cls.eval_share)
 
     def evaluate_and_save(self, agent: AgentBase, step: int, episodes: int, explore_return: float,
@@ -830,15 +768,13 @@ class Evaluator:
             self.plot()
 
     def plot(self):
-        """The learning curve as plot_<Episode>E_<Step>T_<Sec>s.png, replacing the previous one: exploration
-        return (blue), evaluation mean and std (red), episode length (grey area); objectives (green) below; the agent
-        family's diagnostics (DIAGNOSTICS) at the bottom, on a symmetric log scale."""
+        """Redraw plot_<Episode>E_<Step>T_<Sec>s.png (returns, lengths, objectives, DIAGNOSTICS), replacing the last."""
         history = self.history
         steps = np.array([row["step"] for row in history])
         column = lambda name: np.array([row.get(name, math.nan) for row in history], dtype=float)
         avg_return, std_return = column("avg_return"), column("std_return")
         diagnostics = [name for name in DIAGNOSTICS if name in history[-1]]
-        from matplotlib.figure import Figure  # here: 0.8 s of a run's start; the object API, no pyplot or backend switch
+        from matplotlib.figure import Figure  # imported late (0.8 s); the object API: no pyplot, no backend switch
 
         fig = Figure(figsize=(8, 8 if diagnostics else 6))
         panels = 2 + bool(diagnostics)
@@ -881,9 +817,7 @@ class Evaluator:
 
 def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = None, deterministic: bool = True
                  ) -> list[tuple[float, int, float]]:
-    """One episode of the deterministic policy (or the exploring one) in each env, side by side: one batched forward
-    per step for the envs still running. Returns (return, length, success) per env, success the last step's
-    info["is_success"] (goal envs report it) or NaN; appends envs[0].render() frames if given."""
+    """One episode in each env side by side: (return, length, info["is_success"] or NaN) per env; frames: envs[0]'s."""
     states = [env.reset()[0] for env in envs]
     returns, lengths, successes = [0.0] * len(envs), [0] * len(envs), [math.nan] * len(envs)
     running = list(range(len(envs)))
@@ -907,8 +841,7 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
 
 
 def build_evaluator(args: Arguments, env_info: "EnvInfo", step: int, state: dict | None) -> Evaluator:
-    """An Evaluator with eval_times envs of its own, seeded after every explorer's env copies (seed + step + their
-    index, on every rank under torchrun), carrying on a resumed run's recorder state."""
+    """An Evaluator whose envs are seeded after every explorer's env copies; restores a resumed run's state."""
     eval_envs = [prepare_env(make_twin_env(args.env), if_action_mask=bool(args.if_action_mask),
                              frame_stack=args.frame_stack)[0] for _ in range(args.eval_times)]
     world = torchrun_world()
@@ -923,9 +856,8 @@ def build_evaluator(args: Arguments, env_info: "EnvInfo", step: int, state: dict
 
 
 def cpu_state_dict(net: torch.nn.Module) -> dict:
-    """A CPU copy of net's weights, to keep or to send to another process. Never the tensors themselves: a queue
-    moves a CPU tensor into shared memory, and the receiver would then read the learner's live (or half-updated)
-    parameters; a kept best actor would change with the training one."""
+    """A CPU copy of net's weights, to keep or send. Never the tensors: a queue would share their memory, so
+    the receiver would read live (half-updated) parameters and a kept best actor would change with training."""
     return {name: tensor.detach().to("cpu", copy=True) for name, tensor in net.state_dict().items()}
 
 
@@ -937,8 +869,8 @@ def save_atomically(obj, path: str):
 
 def print_banner(args: Arguments, env_info: "EnvInfo", step: int, where: str):
     """The run's start: agent, env, loop, cwd, and every setting as the run uses it (config.json holds the same)."""
-    print(f"{args.agent.__name__} on {env_info.env_name} | {where} | cwd {args.cwd} | target_return {args.target_return}"
-          + (f" | resumed at step {step}" if args.if_resume else ""))
+    print(f"{args.agent.__name__} on {env_info.env_name} | {where} | cwd {args.cwd} | "
+          f"target_return {args.target_return}" + (f" | resumed at step {step}" if args.if_resume else ""))
     settings = " ".join(f"{name}={value}" for name, value in args.to_dict().items()
                         if value is not None and name not in ("agent", "env", "cwd", "target_return"))
     print(textwrap.fill(settings, width=120, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False),
@@ -956,21 +888,19 @@ class EnvInfo:
     if_discrete: bool
     target_return: float  # the spec's reward_threshold; +inf (never stop on return) if it has none
     goal_dim: int = 0  # a goal env's goal length (its states end with achieved_goal, desired_goal); 0: not a goal env
-    # a multi-agent env (MultiAgentEnv): state_dim and action_dim are each agent's, the env's states and actions the
-    # team's, num_agents of them side by side
+    # a team (MultiAgentEnv): state_dim and action_dim are each agent's; the env's are num_agents side by side
     if_multi_agent: bool = False
     num_agents: int = 1
     state_dtype: torch.dtype = torch.float32  # how the buffers store states: float32, or an image's own (uint8, bool)
-    frame_stack: int = 1  # an image state's frames, S > 1 where FrameStackObservation stacks them: replay stores each once
+    frame_stack: int = 1  # frames an image state stacks (FrameStackObservation); replay stores each frame once
 
 
-# Pendulum-v1 declares no reward_threshold; -200 is the common choice (shared/BENCH.md). FetchReach-v4 declares none
-# either: -5 is 8 episodes that come within reach after 5 of their 50 steps on average and stay (a solved policy's mean
-# is about -2; History/UPDATE_LOG.md, 2026-11-24).
+# Pendulum-v1 declares no reward_threshold: -200, the common choice (README.md). FetchReach-v4
+# neither: -5, within reach after 5 of 50 steps on average (History/UPDATE_LOG.md, 2026-11-24).
 TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0, "FetchReach-v4": -5.0}
 
-# The optional env families, each a module of extras/ imported on the first id of it (env_family): an id's pattern ->
-# its module, which makes such an env (make) and registers its ids with gymnasium where gym.make needs them (register).
+# optional env families, each a module of extras/ imported on first use (env_family): id pattern ->
+# module, which makes the env (make) and registers its ids with gymnasium (register)
 ENV_FAMILIES = {r"ALE/|MinAtar/|CarRacing-": "extras.pixels",  # frames: ale-py, minatar, gymnasium's box2d
                 r"mpe2/|(simple\w*|collect_treasure)_v\d+$": "extras.teams",  # PettingZoo's particle envs (mpe2)
                 r"Fetch|HandManipulate|HandReach|PointMaze|AntMaze|Adroit|FrankaKitchen": "extras.goals",  # robotics
@@ -993,9 +923,7 @@ def env_name_of(env: gym.Env) -> str:
 
 
 def env_to_config(env: str | gym.Env) -> str | dict:
-    """What config.json records of the env, so that resume and replay rebuild the env that was trained on: the id as
-    given, or an instance's full spec (kwargs, time limit, the wrappers gym.make applied). An instance without one
-    is recorded by its class and the reason, and env_from_config refuses it."""
+    """What config.json records of the env: the id, an instance's spec, or (no spec) why env_from_config refuses."""
     if isinstance(env, str):
         return env
     if not isinstance(env, gym.Env):
@@ -1009,16 +937,13 @@ def env_to_config(env: str | gym.Env) -> str | dict:
             return json.loads(env.spec.to_json())
         except ValueError as error:  # kwargs that JSON cannot hold
             reason = str(error)
-    return {"id": None, "class": f"{type(env.unwrapped).__module__}.{type(env.unwrapped).__qualname__}", "reason": reason}
+    return {"id": None, "class": f"{type(env.unwrapped).__module__}.{type(env.unwrapped).__qualname__}",
+            "reason": reason}
 
 
 def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs) -> str | gym.Env:
-    """The env config.json recorded (env_to_config): the id, or the instance remade (kwargs, e.g. render_mode, on top;
-    an ALE/ id's frames stacked as the run's frame_stack says).
-    config.json is data, as actor.pt is (loaded weights_only): a run directory someone shared must not name code for
-    resume or replay to import and call. So an instance is remade from its id as registered in this process (mpe2 and
-    gymnasium-robotics ids register on first use), taking only its kwargs and time limit from the file; a file whose
-    entry point or wrappers differ from the registry's is refused."""
+    """The env config.json recorded: the id, or the instance remade from its id as registered here, with only kwargs
+    (render_mode etc. on top) and time limit from the file: a shared run directory must not name code to run."""
     if isinstance(value, str):
         if not kwargs:
             return value
@@ -1036,23 +961,22 @@ def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs)
     differ = [f"{name} {recorded[name]!r} (registered: {registered.get(name) or []!r})" for name in recorded
               if recorded[name] != (registered.get(name) or [])]
     if differ:
-        raise RefusedError(f"config.json records env {env_id!r} with {' and '.join(differ)}: resume and replay rebuild an "
-                           f"env from this process's registry only, so that a run directory cannot name code to run; "
-                           f"if you trust that code, register the env with it (gymnasium.register({env_id!r}, "
-                           f"entry_point=..., additional_wrappers=...)) and resume from Python, or pass the instance: "
-                           f"AgentRun.resume(cwd, env=<the instance>)")
+        raise RefusedError(f"config.json records env {env_id!r} with {' and '.join(differ)}: resume and replay "
+                           f"rebuild an env from this process's registry only, so that a run directory cannot name "
+                           f"code to run; if you trust that code, register the env with it (gymnasium.register("
+                           f"{env_id!r}, entry_point=..., additional_wrappers=...)) and resume from Python, or pass "
+                           f"the instance: AgentRun.resume(cwd, env=<the instance>)")
     return gym.make(env_id, max_episode_steps=value.get("max_episode_steps"), **(value.get("kwargs") or {}) | kwargs)
 
 
 def registered_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """The spec this process's gymnasium registry holds for env_id, after registering mpe2's and gymnasium-robotics'
-    ids (on first use, as training does)."""
+    """env_id's spec in this process's registry, after its family (mpe2, gymnasium-robotics) registers it."""
     family = env_family(env_id)
     if family is not None:
         family.register(env_id)
     if env_id not in gym.registry:
-        raise RefusedError(f"config.json records env id {env_id!r}, which is not registered in this process; register it "
-                           f"(gymnasium.register) before resume or replay, as the run that trained did")
+        raise RefusedError(f"config.json records env id {env_id!r}, which is not registered in this process; "
+                           f"register it (gymnasium.register) before resume or replay, as the run that trained did")
     return gym.spec(env_id)
 
 
@@ -1068,28 +992,25 @@ def as_gymnasium(env):
     if isinstance(env, gym.Env) or not hasattr(env, "possible_agents"):
         return env
     if hasattr(env, "agent_iter"):  # PettingZoo's AEC API: agents act one after another
-        raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel API: "
-                           f"make it with the env module's parallel_env(), or convert it with "
+        raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel "
+                           f"API: make it with the env module's parallel_env(), or convert it with "
                            f"pettingzoo.utils.conversions.aec_to_parallel(env)")
     return importlib.import_module("extras.teams").MultiAgentEnv(parallel_env=env)
 
 
 def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False,
                 frame_stack: int | None = None) -> tuple[gym.Env, EnvInfo]:
-    """Make the env of an id (make_env_of_id; an ALE/ id's frames stacked frame_stack deep), check its spaces, flatten a
-    goal env's observations (extras.goals; if_record_ends for it) or others (flat_observations; with if_action_mask,
-    extras.masks, its mask of legal actions at the end), and rescale Box actions from the agents' [-1, 1] to its bounds
-    (agent_actions)."""
+    """Make the env, check its spaces, flatten structured observations, take Box actions in [-1, 1] (agent_actions)."""
     if isinstance(env, str):
         env = make_env_of_id(env, frame_stack)
     elif frame_stack is not None:
-        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for an env instance, which comes stacked as it "
-                           f"was made: it sets how many frames the states of an ALE/<Game>-v5 id stack; leave frame_stack "
-                           f"None")
+        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for an env instance, which comes stacked as "
+                           f"it was made: it sets how many frames the states of an ALE/<Game>-v5 id stack; leave "
+                           f"frame_stack None")
     env = as_gymnasium(env)
     if not isinstance(env, gym.Env):
-        raise RefusedTypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel env), got "
-                               f"{type(env).__name__}")
+        raise RefusedTypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel "
+                               f"env), got {type(env).__name__}")
     env_name, spec = env_name_of(env), env.spec
     goal_dim = 0
     if isinstance(env.observation_space, gym.spaces.Dict) and set(env.observation_space.spaces) == GOAL_KEYS:
@@ -1106,7 +1027,8 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
     env, if_discrete, action_dim = agent_actions(env, env_name, num_agents)
     if not has_time_limit(env):
         raise RefusedError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
-                           f"gymnasium.wrappers.TimeLimit(env, max_episode_steps=N), or register it with max_episode_steps")
+                           f"gymnasium.wrappers.TimeLimit(env, max_episode_steps=N), or register it with "
+                           f"max_episode_steps")
     threshold = spec.reward_threshold if spec is not None else None
     if threshold is None:
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
@@ -1117,11 +1039,11 @@ def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask
 
 
 def make_env_of_id(env_id: str, frame_stack: int | None = None):
-    """The env of an id: an optional family's (ENV_FAMILIES: pixels, with frame_stack for ALE/ ids only; mpe2's teams;
-    gymnasium-robotics' goal envs; the velocity-masked tasks), or gymnasium's registry's; an unknown id refused."""
+    """The env of an id: an optional family's (ENV_FAMILIES) or gymnasium's; an unknown id refused."""
     if frame_stack is not None and not env_id.startswith("ALE/"):
-        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for {env_id}: it sets how many frames the states "
-                           f"of an ALE/<Game>-v5 id stack (MinAtar's grids are one frame already); leave frame_stack None")
+        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for {env_id}: it sets how many frames the "
+                           f"states of an ALE/<Game>-v5 id stack (MinAtar's grids are one frame already); leave "
+                           f"frame_stack None")
     family = env_family(env_id)
     if family is not None:
         return family.make(env_id, frame_stack)
@@ -1143,8 +1065,7 @@ def stacked_frames(env: gym.Env) -> int:
 
 
 def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: int) -> int | tuple[int, ...]:
-    """The agents' state_dim of an observation space: a flat Box's length (each agent's, in a team), or the shape of a
-    uint8 or bool image that an encoder takes (AgentNet.ImageEncoder.layout); anything else refused."""
+    """state_dim of an observation space: a flat Box's length (each agent's), or an image's shape; else refused."""
     accepted = ("the agents take flat Box observations of shape (state_dim,), Dict, Tuple and Discrete ones of Box and "
                 "Discrete parts (flattened), a goal env's Dict, or uint8 or bool images")
     if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
@@ -1159,12 +1080,12 @@ def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: in
 
 
 # observation spaces made flat Box ones by gymnasium's flatten utilities (Discrete parts one-hot)
-FLATTENED_SPACES = (gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+FLATTENED_SPACES = (gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                    gym.spaces.MultiBinary)
 
 
 def flat_observations(env: gym.Env, env_name: str) -> gym.Env:
-    """A Dict, Tuple or Discrete observation of Box and Discrete parts as one flat Box (gymnasium's FlattenObservation:
-    the parts side by side, a Discrete one one-hot); other parts (text, graphs, sequences) refused."""
+    """A Dict, Tuple or Discrete observation as one flat Box (FlattenObservation, Discrete one-hot); else refused."""
     check_flattenable(env.observation_space, env_name)
     return gym.wrappers.FlattenObservation(env)
 
@@ -1183,8 +1104,7 @@ def check_flattenable(space: gym.spaces.Space, env_name: str):
 
 
 def agent_actions(env: gym.Env, env_name: str, num_agents: int) -> tuple[gym.Env, bool, int]:
-    """The env taking the agents' actions: Discrete ones from 0, Box ones in [-1, 1] rescaled to its (finite) bounds;
-    whether they are discrete, and action_dim (each agent's, in a team)."""
+    """The env taking the agents' actions (Discrete from 0, Box in [-1, 1]), if_discrete and action_dim (per agent)."""
     action_space = env.action_space
     if isinstance(action_space, gym.spaces.MultiDiscrete) and hasattr(env.unwrapped, "possible_agents"):
         return env, True, int(action_space.nvec[0])  # each agent's actions 0..n-1 (MultiAgentEnv)
@@ -1211,8 +1131,7 @@ def is_unit_box(space: gym.spaces.Box) -> bool:
 
 
 def has_time_limit(env: gym.Env) -> bool:
-    """Whether a TimeLimit wrapper (gym.make adds one for a spec's max_episode_steps) truncates the env's episodes,
-    or a PettingZoo env's max_cycles (MultiAgentEnv)."""
+    """Whether a TimeLimit wrapper (or a PettingZoo env's max_cycles) ends the env's episodes."""
     while isinstance(env, gym.Wrapper):
         if isinstance(env, gym.wrappers.TimeLimit):
             return True
@@ -1222,9 +1141,7 @@ def has_time_limit(env: gym.Env) -> bool:
 
 def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False, returns_kept: int = 100,
               if_action_mask: bool = False, frame_stack: int | None = None) -> tuple[gym.Env, EnvInfo]:
-    """A gymnasium env ready for an agent (prepare_env), and its facts; with num_envs, a vector env of that many copies
-    (autoreset in the same step, so that an ended episode's final observation comes back in info).
-    The returns of the last returns_kept episodes are recorded (return_queue) for the explore_return column."""
+    """A prepared env and its EnvInfo; with num_envs a vector env (same-step autoreset); keeps returns_kept returns."""
     single, env_info = prepare_env(env, if_record_ends, if_action_mask, frame_stack)
     if num_envs is None:
         return gym.wrappers.RecordEpisodeStatistics(single, buffer_length=returns_kept), env_info
@@ -1236,13 +1153,7 @@ def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: b
 
 
 def build_explore_env(args: "Arguments") -> gym.Env:
-    """The explorer's env: a plain env for an off-policy agent with num_envs=1, whose step costs least, else a
-    vector env of num_envs (on-policy and recurrent agents always get one). With her_k, a goal env records its
-    episodes' ends.
-    It keeps the returns of as many episodes as a round of target_step steps can end, so that an explorer reports
-    every episode of its round (new_returns). env_backend="envpool" makes EnvPool's copies instead (EnvPoolVectorEnv),
-    a vector env even of one copy, its Box actions rescaled from the agents' [-1, 1] as agent_actions rescales a
-    gymnasium env's."""
+    """The explorer's env: plain for off-policy with num_envs=1 (cheapest), else vector; keeps a round's returns."""
     if args.env_backend == "envpool":
         env = importlib.import_module("extras.envpool_backend").EnvPoolVectorEnv(args.env, args.num_envs)
         if isinstance(env.single_action_space, gym.spaces.Box) and not is_unit_box(env.single_action_space):
@@ -1255,16 +1166,14 @@ def build_explore_env(args: "Arguments") -> gym.Env:
 
 
 def pop_not_done(env) -> torch.Tensor:
-    """What GoalObservation recorded since the last call, (steps * num_envs,) in the step-then-env order of an
-    off-policy trajectory: 1 where the step left its episode going on, 0 where it ended it."""
+    """GoalObservation's record since the last call, (steps * num_envs,) step-then-env: 1 where the episode went on."""
     if hasattr(env, "num_envs"):
         return torch.tensor(env.unwrapped.call("pop_not_done"), dtype=torch.float32).T.flatten()  # (N, T) -> (T * N,)
     return torch.tensor(env.get_wrapper_attr("pop_not_done")(), dtype=torch.float32)
 
 
 def episode_count(env: gym.Env) -> int:
-    """Episodes the explorer's env has finished, as a Python int: the vector wrapper counts in numpy integers,
-    which a weights_only checkpoint refuses to load."""
+    """Episodes the env has finished, as an int: a weights_only checkpoint refuses numpy integers."""
     return int(env.episode_count)
 
 
@@ -1289,10 +1198,8 @@ def set_rng_states(states: dict):
 
 
 def save_checkpoint(cwd: str, agent: AgentBase, buffer: ReplayBuffer | RolloutBuffer | None, run_state: dict):
-    """cwd/checkpoint/: the agent's networks, targets and optimizers, the replay buffer's filled part (None: left
-    out, if_save_buffer=False), and run_state (counters, the recorder's state with its best actor, RNG states).
-    Written aside and renamed, so a kill at any moment leaves one complete checkpoint: `checkpoint`, or
-    `checkpoint.old` during the instant between the two renames."""
+    """cwd/checkpoint/: the agent, the buffer's filled part (None: left out) and run_state. Written aside and
+    renamed, so a kill leaves one complete checkpoint (`checkpoint`, or `checkpoint.old` between the renames)."""
     final, aside, old = (os.path.join(cwd, name) for name in ("checkpoint", "checkpoint.tmp", "checkpoint.old"))
     shutil.rmtree(aside, ignore_errors=True)
     os.makedirs(aside)
@@ -1347,8 +1254,7 @@ def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
 
 
 def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) -> dict:
-    """Where the run starts: step 0, or the checkpoint's counters and recorder state; given an agent and a buffer
-    (the process that learns), they are restored from it and the RNG states set as they were."""
+    """Step 0, or the checkpoint's run_state; given an agent and buffer, restores them and the RNG states."""
     if not args.if_resume:
         return dict(NEW_RUN)
     if agent is None:
@@ -1362,11 +1268,7 @@ def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) ->
 
 
 def train_and_evaluate(args: Arguments) -> dict:
-    """Train until target_return, break_step, max_time, a `stop` file in cwd or Ctrl-C, in one process
-    (train_serial) or with explorer and learner processes beside this one (train_multiprocess), as
-    if_multiprocess says (None: the agent's default, the loop measured faster for it); an asynchronous agent (A3C)
-    in its workers' processes (train_async); under torchrun as one of its data-parallel learners (train_distributed).
-    Returns how it stopped."""
+    """Train until target_return, a limit, a `stop` file or Ctrl-C, in the loop that suits; returns how it stopped."""
     env_info = prepare_env(args.env, if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[1]
     args.resolve(env_info)
     world = torchrun_world()
@@ -1387,9 +1289,7 @@ def train_and_evaluate(args: Arguments) -> dict:
 
 
 def train_serial(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
-    """The reference loop, the three roles in one process: each round the explorer steps target_step steps with the
-    learner's agent, the learner stores and learns from them, the recorder evaluates when due and decides the stop,
-    and the learner checkpoints every save_gap seconds and at the stop. Returns the stop reason, step, recorder."""
+    """The reference loop, the three roles in one process; returns the stop reason, step and recorder."""
     learner = Learner(args, env_info)
     recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"])
     learner.recorder_state = recorder.state_dict
@@ -1419,12 +1319,7 @@ def train_serial(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Record
 
 
 def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
-    """Explorers (num_workers) and a learner in processes of their own; this process records. Each explorer steps its
-    env(s) with a CPU copy of the actor (explorer_process: on-policy rounds wait for their weights, off-policy ones
-    do not). A round is one trajectory of each explorer, target_step steps in all, which the learner takes as one of
-    num_envs * num_workers env copies (merge_trajectories). The learner owns the buffer and the networks, on cuda when
-    there is one, and writes checkpoints. A child that raises or dies stops the run with an error naming it; Ctrl-C or
-    a `stop` file stops it cleanly."""
+    """Explorers and a learner in processes of their own, this one records; a failed child stops the run, named."""
     run_state = start_state(args)
     step = run_state["step"]
     channels, explorers, learner = build_children(args, env_info, step)
@@ -1436,7 +1331,8 @@ def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, 
     save_atomically(recorder.state_dict(), state_path)  # the resumed one, if resumed: no newer one from before
     stop_reason = None
     with children_started(children) as ctrl_c:
-        print_banner(args, env_info, step, "multiprocess: " + ", ".join(f"{child.name} pid {child.pid}" for child in children))
+        print_banner(args, env_info, step,
+                     "multiprocess: " + ", ".join(f"{child.name} pid {child.pid}" for child in children))
         try:
             while stop_reason is None and not ctrl_c:
                 raise_if_failed(children, channels.errors)
@@ -1446,7 +1342,8 @@ def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, 
                 step, stop_reason = report.step, report.stop_reason
                 recorder.keep(report.returns)
                 if report.weights is not None and recorder.if_due(stop_reason):  # the newest round when due; the last
-                    stop_reason = recorder.evaluate(eval_agent, step, report.episodes, report.stats, report.weights) or stop_reason
+                    stop_reason = recorder.evaluate(eval_agent, step, report.episodes, report.stats,
+                                                    report.weights) or stop_reason
                     save_atomically(recorder.state_dict(), state_path)
             stop_reason = stop_reason or "Ctrl-C"
         finally:
@@ -1457,24 +1354,23 @@ def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, 
                 terminated = stop_children(children, channels)
     raise_if_failed([child for child in children if child not in terminated], channels.errors)
     if learner in terminated:  # the explorers have nothing to save; the learner had
-        raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and was "
-                           f"terminated before it finished its final checkpoint: that checkpoint is lost, and resume "
-                           f"continues from the last periodic one (written every save_gap={args.save_gap} s)")
+        raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and "
+                           f"was terminated before it finished its final checkpoint: that checkpoint is lost, and "
+                           f"resume continues from the last periodic one (written every save_gap={args.save_gap} s)")
     return stop_reason, step, recorder
 
 
 CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
 
 
-# The recorder's state (Evaluator.state_dict), which the learner copies into each checkpoint. A file written aside and
-# renamed, not a queue: a process killed while it writes a large item into a queue's pipe leaves half of it there,
-# and its reader would wait for the rest forever.
+# The recorder's state, which the learner copies into each checkpoint: a file, not a queue, since a
+# process killed while writing to a pipe leaves half an item that its reader waits on forever.
 RECORDER_STATE = "recorder_state.pt"
 
 
 class Channels(typing.NamedTuple):
-    """What the processes of a multiprocess run share; each queue of one item holds the newest (put_newest). Their
-    items stay small (torch sends a CPU tensor as a handle to shared memory), so each is written to the pipe whole."""
+    """What a multiprocess run's processes share. Each queue of one item holds the newest (put_newest);
+    items stay small (CPU tensors go as handles to shared memory), so each is written to the pipe whole."""
     stop: typing.Any  # an Event: the run is stopping
     errors: typing.Any  # a Queue of (child name, traceback) from children that raised
     weights: tuple  # learner -> each explorer (a Queue each): a CPU copy of the newest actor
@@ -1501,21 +1397,18 @@ def build_children(args: Arguments, env_info: EnvInfo, step: int) -> tuple[Chann
     explorers = [ctx.Process(target=run_child, name=name, daemon=True,
                              args=(explorer_process, channels, args, env_info, step, worker))
                  for worker, name in enumerate(names)]
-    learner = ctx.Process(target=run_child, name="learner", daemon=True, args=(learner_process, channels, args, env_info))
+    learner = ctx.Process(target=run_child, name="learner", daemon=True,
+                          args=(learner_process, channels, args, env_info))
     return channels, explorers, learner
 
 
-# Steps of each env between an off-policy explorer's looks for newer weights, within a round too: the learner's weights
-# age less before they act.
+# steps of each env between an off-policy explorer's looks for newer weights (within a round too: fresher weights)
 REFRESH_STEPS = 32
 
 
 def explorer_process(channels: Channels, args: Arguments, env_info: "EnvInfo", start_step: int, worker: int):
-    """An off-policy explorer takes the newest weights every REFRESH_STEPS steps without waiting, so it collects the
-    next round while the learner trains on the last (its weights one to three rounds old). An on-policy one acts a round
-    with one set of weights and waits for the weights trained on it, so that every round is learned from the policy that
-    acted (PPO's ratio starts at 1; weights a round old clipped PPO around a stale policy: History/UPDATE_LOG.md,
-    2026-11-26); the recorder's evaluation still overlaps the rounds."""
+    """Off-policy: take the newest weights every REFRESH_STEPS steps without waiting. On-policy: wait for the weights
+    trained on the last round, so each is learned from the policy that acted (History/UPDATE_LOG.md, 2026-11-26)."""
     explorer = Explorer.in_process(args, env_info, start_step, worker, args.num_envs * args.num_workers)
     weights_queue, trajectories = channels.weights[worker], channels.trajectories[worker]
     trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
@@ -1536,7 +1429,8 @@ def explorer_process(channels: Channels, args: Arguments, env_info: "EnvInfo", s
             if weights is not None:
                 explorer.refresh(weights)
         trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
-        if not put_until_stopped(trajectories, (trajectory, explorer.new_returns()), channels.stop) or is_stopping(channels.stop):
+        if (not put_until_stopped(trajectories, (trajectory, explorer.new_returns()), channels.stop)
+                or is_stopping(channels.stop)):
             break
         if if_wait:
             weights = get_until_stopped(weights_queue, channels.stop)
@@ -1547,9 +1441,8 @@ def explorer_process(channels: Channels, args: Arguments, env_info: "EnvInfo", s
 
 def merge_trajectories(trajectories: list[tuple[torch.Tensor, ...]], if_off_policy: bool, num_envs: int
                        ) -> tuple[torch.Tensor, ...]:
-    """The workers' trajectories of one round (each of num_envs env copies and the same horizon) as the trajectory of
-    one vector env of num_envs * num_workers copies, worker by worker at every step: on-policy (T, N, ...) tensors
-    side by side along N; off-policy (T * N, ...) ones in the same step-then-env order."""
+    """One round's worker trajectories as one vector env's of num_envs * num_workers copies, worker
+    by worker: on-policy (T, N, ...) along N; off-policy (T * N, ...) in step-then-env order."""
     if len(trajectories) == 1:
         return trajectories[0]
     if not if_off_policy:
@@ -1559,9 +1452,7 @@ def merge_trajectories(trajectories: list[tuple[torch.Tensor, ...]], if_off_poli
 
 
 def learner_process(channels: Channels, args: Arguments, env_info: "EnvInfo"):
-    """The learner of a multiprocess run: learns from each round of the explorers' trajectories, sends them its newest
-    weights and the recorder a report, stops at a limit or the stop file (round_stop_reason) or when the recorder stops
-    the run, and writes every checkpoint, with the recorder's newest state in it (RECORDER_STATE)."""
+    """A multiprocess run's learner: learns each round, sends weights and reports, writes every checkpoint."""
     learner = Learner(args, env_info)
     learner.recorder_state = lambda: load_weights(os.path.join(args.cwd, RECORDER_STATE), "cpu")
     start_time = time.time() - (learner.run_state["evaluator"] or {"seconds": 0.0})["seconds"]  # of all sessions
@@ -1584,7 +1475,8 @@ def learner_process(channels: Channels, args: Arguments, env_info: "EnvInfo"):
         for weights_queue in channels.weights if weights is not None else ():
             put_newest(weights_queue, weights)
         stop_reason = round_stop_reason(args, learner.step, start_time)
-        put_report(channels.reports, LearnerReport(learner.step, learner.episodes, returns, stats, weights, stop_reason))
+        put_report(channels.reports,
+                   LearnerReport(learner.step, learner.episodes, returns, stats, weights, stop_reason))
         learner.save_when_due(False)
     while not is_stopping(channels.stop):  # the recorder evaluates the last weights, then stops the run
         time.sleep(0.05)
@@ -1593,8 +1485,7 @@ def learner_process(channels: Channels, args: Arguments, env_info: "EnvInfo"):
 
 
 def put_report(q, report: LearnerReport):
-    """put_newest for the learner's reports: the returns of a report the recorder has not read go on in the new one,
-    so that every episode counts in its explore_return."""
+    """put_newest for reports: an unread report's returns carry into the new one, so that every episode counts."""
     while True:
         try:
             report = report._replace(returns=q.get_nowait().returns + report.returns)
@@ -1606,14 +1497,12 @@ def put_report(q, report: LearnerReport):
             continue
 
 
-# What fetching a received tensor's shared memory raises when its sender has left (FileNotFoundError, an OSError) or
-# leaves during the fetch (EOFError: its resource sharer closed the connection).
+# what fetching a tensor's shared memory raises once its sender has left (FileNotFoundError) or while it leaves
 SENDER_LEFT = (OSError, EOFError)
 
 
 def next_report(reports, learner) -> LearnerReport | None:
-    """The learner's newest report, or None if none came within 0.2 s, or if the learner died after sending it (its
-    shared memory went with it): the recorder's next look at the children says why."""
+    """The learner's newest report, or None if none came within 0.2 s or the learner died after sending it."""
     try:
         return reports.get(timeout=0.2)
     except queue.Empty:
@@ -1624,26 +1513,20 @@ def next_report(reports, learner) -> LearnerReport | None:
 
 
 def start_method_for(requested: str | None) -> str | None:
-    """The multiprocessing start method: fork copies this process's CUDA state, which a child cannot use
-    ("Cannot re-initialize CUDA in forked subprocess"), so where CUDA is available the default is spawn, and fork
-    is refused once CUDA is initialised here. None elsewhere: the platform's default."""
+    """None -> spawn with CUDA (a forked child cannot use it), else the platform's; fork refused once CUDA is up."""
     if requested is None:
         return "spawn" if torch.cuda.is_available() or torch.cuda.is_initialized() else None
     if requested == "fork" and torch.cuda.is_initialized():
-        raise RefusedError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked child "
-                           "cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
+        raise RefusedError("start_method='fork' is not accepted: CUDA is initialised in this process and a forked "
+                           "child cannot use it; use 'spawn' or 'forkserver' (or None, which picks spawn here)")
     return requested
 
 
 @contextlib.contextmanager
 def children_started(children: list):
-    """Start the children with SIGINT ignored, which a spawned child keeps through its start-up (a Ctrl-C reaches the
-    whole process group and would otherwise end it with KeyboardInterrupt while it imports). Within the block, Ctrl-C
-    appends to the yielded list instead of raising KeyboardInterrupt: raised between any two bytecodes, that can land
-    inside a queue's put and leave it half-done (a one-item queue full forever, on which the stop then hangs). A list,
-    not an Event: one handler can interrupt another, and Event.set takes a lock. Signals reach the main thread only,
-    and a SIGINT that this process ignores (a background job) stays ignored."""
-    pressed, if_main = [], threading.current_thread() is threading.main_thread()
+    """Start the children with SIGINT ignored (no Ctrl-C mid-import); in the block Ctrl-C appends to the
+    yielded list instead of raising, which could leave a queue's put half-done and hang the stop."""
+    pressed, if_main = [], threading.current_thread() is threading.main_thread()  # a list: Event.set takes a lock
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if if_main else None
     try:
         for child in children:
@@ -1657,9 +1540,7 @@ def children_started(children: list):
 
 
 def run_child(target, channels: Channels, *target_args):
-    """A child's entry: Ctrl-C is the parent's to handle; SIGTERM ends it (a forked child inherits the parent's
-    handlers, and SDL's, installed by pygame when an env renders, would ignore it); an exception goes to the parent
-    as text, exit code 1."""
+    """A child's entry: SIGINT is the parent's, SIGTERM ends it (an inherited SDL handler would not); errors go up."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
@@ -1670,9 +1551,7 @@ def run_child(target, channels: Channels, *target_args):
 
 
 def stop_children(children: list, channels: Channels) -> list:
-    """Stop the run: wait for the children to leave (the learner writes its final checkpoint); terminate those that
-    do not (kill those that survive that), so that no child outlives the run. Returns the ones that had to be
-    terminated."""
+    """Set stop, wait for the children (the learner checkpoints), terminate or kill the rest; returns those."""
     channels.stop.set()
     for child in children:  # the learner writes its last checkpoint before it leaves
         child.join(timeout=CHILD_EXIT_SECONDS)
@@ -1706,8 +1585,7 @@ def describe_failure(failed: list, error_queue) -> str:
 
 
 def put_newest(q, item):
-    """Replace whatever the one-item queue holds: a reader wants the newest weights, not a backlog. Never
-    blocks: an item still on its way into the queue is taken out as soon as it lands."""
+    """Replace what the one-item queue holds (readers want the newest, not a backlog); never blocks."""
     while True:
         try:
             q.get_nowait()
@@ -1726,9 +1604,7 @@ def is_stopping(stop_event) -> bool:
 
 
 def receive(q, stop_event, timeout: float | None = None):
-    """The next item, waiting up to timeout seconds (None: not at all), or None if none came. None also once the run
-    is stopping and the item's sender has left: its tensors in shared memory can no longer be fetched from it
-    (FileNotFoundError once it is gone, EOFError while it is leaving)."""
+    """The next item within timeout (None: no wait), else None; None too once stopping if its sender left."""
     try:
         return q.get(timeout=timeout) if timeout is not None else q.get_nowait()
     except queue.Empty:
@@ -1762,11 +1638,7 @@ def put_until_stopped(q, item, stop_event) -> bool:
 
 
 def train_async(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
-    """An asynchronous agent's loop (AgentZoo.AgentA3C): its networks and optimizer statistics in shared memory, on
-    the CPU, stepped without locks by num_workers processes that each explore and learn (async_worker_process);
-    this process counts their steps, evaluates a copy of the shared actor when due, and checkpoints the shared agent
-    every save_gap seconds (a copy taken while workers step it, as lock-free as their own reads) and, after the
-    workers have left, at the stop. A worker that raises or dies stops the run with an error naming it."""
+    """A3C's loop: num_workers processes explore and step shared CPU networks lock-free; this one counts and records."""
     learner = Learner(args, env_info, device="cpu")  # the shared agent, which it checkpoints
     learner.agent.share()
     recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"])
@@ -1775,7 +1647,8 @@ def train_async(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorde
     channels, workers = build_workers(args, env_info, learner)
     stop_reason = None
     with children_started(workers) as ctrl_c:
-        print_banner(args, env_info, learner.step, "asynchronous: " + ", ".join(f"{child.name} pid {child.pid}" for child in workers))
+        print_banner(args, env_info, learner.step,
+                     "asynchronous: " + ", ".join(f"{child.name} pid {child.pid}" for child in workers))
         try:
             while stop_reason is None and not ctrl_c:
                 raise_if_failed(workers, channels.errors)
@@ -1790,20 +1663,18 @@ def train_async(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorde
             stop_reason = stop_reason or "Ctrl-C"
         finally:
             terminated = stop_children(workers, channels)
-            # count what the workers learnt from after the last report read (whole reports only: a killed writer
-            # can leave half of one in the pipe, and reading it would wait forever)
-            while all(child.exitcode == 0 for child in workers) and (report := receive(channels.reports, channels.stop)):
+            # count the reports not read yet (whole ones only: a killed writer can leave half of one in the pipe)
+            while (all(child.exitcode == 0 for child in workers)
+                   and (report := receive(channels.reports, channels.stop))):
                 learner.step, learner.episodes = learner.step + report[0], learner.episodes + len(report[1])
             recorder.finish()
-            learner.save()  # nothing steps the shared networks any more (a worker killed in a step may have left it half-done)
+            learner.save()  # the workers are gone (one killed mid-step may have left that step half-done)
     raise_if_failed([child for child in workers if child not in terminated], channels.errors)
     return stop_reason, learner.step, recorder
 
 
 def build_workers(args: Arguments, env_info: "EnvInfo", learner: Learner) -> tuple[Channels, list]:
-    """A3C's channels (reports: each rollout's transitions, episode returns and stats) and worker processes, not
-    started yet. The workers count the steps they have begun in steps_begun, so that they stop at break_step
-    themselves, however far the recorder lags."""
+    """A3C's channels and workers, not started; steps_begun stops them at break_step however far the recorder lags."""
     ctx = mp.get_context(start_method_for(args.start_method))
     channels = Channels(ctx.Event(), ctx.Queue(), (), (), ctx.Queue())
     steps_begun = ctx.Value("q", learner.step)
@@ -1816,9 +1687,7 @@ def build_workers(args: Arguments, env_info: "EnvInfo", learner: Learner) -> tup
 
 def async_worker_process(channels: Channels, args: Arguments, env_info: "EnvInfo", start_step: int, worker: int,
                          shared: AgentBase, steps_begun):
-    """A3C's worker (Algorithm S3): explore target_step steps with its copy of the networks, step the shared ones with
-    the rollout's gradients (AgentA3C.update_net), report, repeat until the run stops or the workers together have
-    begun break_step steps (steps_begun, counted before each rollout)."""
+    """A3C's worker (Algorithm S3): explore, step the shared networks, report, until stopped or break_step begun."""
     explorer = Explorer.in_process(args, env_info, start_step, worker, args.num_envs)  # a rollout is one A2C update's
     explorer.agent.attach(shared)
     buffer = RolloutBuffer()
@@ -1842,20 +1711,18 @@ def async_worker_process(channels: Channels, args: Arguments, env_info: "EnvInfo
 
 
 def torchrun_world() -> tuple[int, int] | None:
-    """(rank, world size) of a process that torchrun started (it sets these variables), else None: a plain
-    `python AgentRun.py` never touches torch.distributed."""
+    """(rank, world size) under torchrun, else None: a plain `python AgentRun.py` never touches torch.distributed."""
     if "TORCHELASTIC_RUN_ID" not in os.environ:
         return None
     return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 
 
 def check_torchrun(args: Arguments):
-    """Under torchrun every rank runs train_distributed's loop: one process, plain gradient steps. Checked on the values
-    as given, before the agent's defaults fill them (Arguments.resolve)."""
+    """Refuse what train_distributed (one process a rank, plain gradient steps) cannot run, on the values as given."""
     name, world = args.agent.__name__, torchrun_world()[1]
     if args.agent.if_recurrent:
-        raise RefusedError(f"{name} is not accepted under torchrun yet: its memories per env copy run in the serial and "
-                           f"multiprocess loops only; run python AgentRun.py")
+        raise RefusedError(f"{name} is not accepted under torchrun yet: its memories per env copy run in the serial "
+                           f"and multiprocess loops only; run python AgentRun.py")
     if not args.agent.if_data_parallel:
         parallel = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if cls.if_data_parallel)
         raise RefusedError(f"{name} is not accepted under torchrun: its steps are not plain gradient steps that the "
@@ -1878,13 +1745,8 @@ def check_torchrun(args: Arguments):
 
 
 def train_distributed(args: Arguments, env_info: "EnvInfo", rank: int, world: int) -> tuple[str, int, Recorder | None]:
-    """One of `world` data-parallel learners (torchrun --nproc_per_node=N [--nnodes=M ...] AgentRun.py ...): every
-    rank explores target_step / world steps a round with its own env(s) and seeds into its own buffer, then takes the
-    agent's update with batch_size / world samples a batch, every gradient averaged over the ranks (optimizer_step),
-    so that a round is the serial loop's on world times the cores and the ranks' networks stay equal. Rank 0 also
-    evaluates, records and checkpoints (a resumed run starts from its checkpoint, sent to the others; their buffers
-    refill) and decides the stop, which every rank learns at the end of each round. gloo on CPU, NCCL on CUDA, one
-    GPU per rank (LOCAL_RANK). A rank that fails ends the job: torchrun stops the others and exits non-zero."""
+    """One of `world` data-parallel learners (torchrun --nproc_per_node=N AgentRun.py ...): each rank explores its share
+    and updates on batch_size / world samples, gradients averaged; rank 0 records, checkpoints, decides the stop."""
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group(args.dist_backend or ("nccl" if torch.cuda.is_available() else "gloo"))
@@ -1893,7 +1755,8 @@ def train_distributed(args: Arguments, env_info: "EnvInfo", rank: int, world: in
             args.prepare_cwd()
         learner, recorder = distributed_learner(args, env_info, rank, world)
         explorer = Explorer(args, learner.agent, learner.step, rank, args.num_envs * world)
-        print_banner(args, env_info, learner.step, f"rank {rank} of {world} pid {os.getpid()}, device {learner.agent.device}")
+        print_banner(args, env_info, learner.step,
+                     f"rank {rank} of {world} pid {os.getpid()}, device {learner.agent.device}")
         stop_reason = None
         with interrupts_noted() as interrupted:
             while stop_reason is None:
@@ -1904,11 +1767,9 @@ def train_distributed(args: Arguments, env_info: "EnvInfo", rank: int, world: in
 
 
 def distributed_learner(args: Arguments, env_info: "EnvInfo", rank: int, world: int) -> tuple[Learner, Recorder | None]:
-    """Every rank's learner, its agent rank 0's (who restores a resumed run; the others' buffers refill), its
-    exploration noise its own; rank 0's recorder."""
+    """Every rank's learner, its agent rank 0's (restored on resume), its noise its own; rank 0's recorder."""
     learner = Learner(args, env_info, if_restore=rank == 0, world=world)  # the same seed: the same initial networks
-    # every rank takes the same number of gradient steps, or the all_reduce of their gradients falls out of step:
-    # a checkpoint's unlearned transitions (rank 0's alone) are not learned from
+    # equal gradient steps on every rank, or all_reduce falls out of step: rank 0's unlearned transitions don't count
     learner.buffer.add_size = 0
     counts = [(learner.step, learner.episodes)]
     dist.broadcast_object_list(counts, src=0)
@@ -1923,9 +1784,7 @@ def distributed_learner(args: Arguments, env_info: "EnvInfo", rank: int, world: 
 
 
 def distributed_round(learner: Learner, explorer: Explorer, recorder: Recorder | None, interrupted: list) -> str | None:
-    """One round of every rank: explore and store its share; agree in one all_reduce whether all are ready to learn
-    (all learn, or none), how many episodes ended and whether a rank was interrupted; learn. Rank 0 records,
-    checkpoints and decides the stop, which it sends every rank."""
+    """One round on every rank: explore, agree (one all_reduce), learn; rank 0 records and decides the stop for all."""
     args = learner.args
     trajectory = explorer.explore(learner.step)
     learner.store(trajectory, args.num_envs)
@@ -1956,9 +1815,8 @@ def sum_over_ranks(device, **counts: int) -> dict[str, int]:
 
 @contextlib.contextmanager
 def interrupts_noted():
-    """torchrun passes a Ctrl-C on to every rank (SIGINT, or SIGTERM): within the block a rank notes it in the yielded
-    list, and rank 0 stops the job at the end of the round as it decides every stop, so that no rank leaves the
-    others waiting in a collective."""
+    """torchrun passes Ctrl-C (SIGINT or SIGTERM) to every rank: each notes it in the yielded list and
+    rank 0 stops the job at the round's end, so that no rank leaves the others waiting in a collective."""
     interrupted = []
     previous = {signum: signal.signal(signum, lambda received, frame: interrupted.append(received))
                 for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -1970,8 +1828,7 @@ def interrupts_noted():
 
 
 def broadcast_agent(agent: AgentBase, rank: int):
-    """Every rank's agent becomes rank 0's (networks, targets, optimizer states): the same seed makes a new run's
-    equal anyway, but only rank 0 loads a resumed run's checkpoint. Sent as torch.save bytes, loaded weights_only."""
+    """Make every rank's agent rank 0's (which alone loads a resumed checkpoint), loaded weights_only."""
     payload = [None]
     if rank == 0:
         file = io.BytesIO()
@@ -1996,8 +1853,9 @@ def resume(cwd: str, /, **overrides) -> dict:
     """Continue the run in cwd from its checkpoint with its config.json, overrides (e.g. max_time) on top."""
     fixed = [key for key in ("cwd", "if_resume", "if_remove") if key in overrides]
     if fixed:
-        raise RefusedError(f"resume= continues the run in {cwd} from its checkpoint: {', '.join(f'{key}=' for key in fixed)} "
-                           f"is not accepted beside it; copy the directory and resume the copy to continue elsewhere")
+        raise RefusedError(f"resume= continues the run in {cwd} from its checkpoint: "
+                           f"{', '.join(f'{key}=' for key in fixed)} is not accepted beside it; copy the directory "
+                           f"and resume the copy to continue elsewhere")
     config_path = os.path.join(cwd, "config.json")
     if not os.path.isfile(config_path):
         raise MissingRunError(f"resume needs {config_path}, the settings of the run to continue")
@@ -2011,10 +1869,9 @@ def resume(cwd: str, /, **overrides) -> dict:
 
 
 def main(argv: list[str]) -> dict | list | str:
-    """The command line: `replay=<cwd> [episodes=<n>] [deterministic=False] [render=gif|human|none]`, `export=<cwd>`
-    alone, `plot=<dir>[,<dir>...] [value= x= smooth= select= exclude= labels= stat=]` (extras.tools.plot_runs),
-    `resume=<cwd> [key=value ...]`, `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (extras.tools.run_grid), or `[key=value ...]`
-    for run__demo()."""
+    """The command line: `replay=<cwd> [episodes=<n>] [deterministic=False] [render=gif|human|none]`, `export=<cwd>`,
+    `plot=<dir>[,<dir>...] [value= x= smooth= select= exclude= labels= stat=]`, `resume=<cwd> [key=value ...]`,
+    `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (extras.tools), or `[key=value ...]` for run__demo()."""
     commands = [item for item in argv if item.startswith(("replay=", "export=", "resume=", "plot=", "grid="))]
     if len(commands) > 1:
         raise RefusedError(f"one of replay=, export=, resume=, plot= and grid= at a time, got {' '.join(commands)}")
@@ -2064,9 +1921,8 @@ if __name__ == "__main__":
     except RefusedError as error:  # refused input: its message says what is accepted; a bug keeps its traceback
         sys.exit(f"AgentRun.py: {error}")
     if torchrun_world() is not None:
-        # A rank that has finished (process group destroyed, outputs written and closed) leaves without the C++ static
-        # destructors of interpreter exit: on a loaded machine one of torch's threads, still joinable there, aborted
-        # about 1 exit in 6 ("terminate called without an active exception", History/UPDATE_LOG.md, 2026-11-25)
+        # a finished rank skips the C++ static destructors of interpreter exit: under load, one of torch's threads
+        # aborted some exits ("terminate called without an active exception", History/UPDATE_LOG.md, 2026-11-25)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
