@@ -60,31 +60,25 @@ def net_shape(net_dim: "int | NetShape") -> NetShape:
     return net_dim if isinstance(net_dim, NetShape) else NetShape((net_dim, net_dim))
 
 
-def build_mlp(dims: list[int], output_std: float = 1.0, if_noisy: bool = False, activation: str = "relu"
+def build_mlp(dims: list[int], output_std: float = 1.0, activation: str = "relu", later_layer: type | None = None
               ) -> nn.Sequential:
-    """Linear-activation-...-Linear; if_noisy: NoisyLinear after the first layer (as in Rainbow)."""
+    """Linear-activation-...-Linear; later_layer(dim_in, dim_out): the layers after the first (Rainbow's noisy ones)."""
     layers = []
     for i, (dim_in, dim_out) in enumerate(zip(dims[:-1], dims[1:])):
         std = output_std if i == len(dims) - 2 else math.sqrt(2)
-        layers += [NoisyLinear(dim_in, dim_out) if if_noisy and i > 0 else
+        layers += [later_layer(dim_in, dim_out) if later_layer and i > 0 else
                    layer_init_orthogonal(nn.Linear(dim_in, dim_out), std=std), NetShape.activations[activation]()]
     return nn.Sequential(*layers[:-1])
 
 
-def mlp(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]", dim_out: int | None,
-        output_std: float = 1.0, if_noisy: bool = False) -> nn.Sequential:
-    """MLP of net_dim's widths (dim_out None: a trunk); an image dim_in gets an ImageEncoder."""
-    if is_image(dim_in):
-        encoder = ImageEncoder(dim_in)
-        if dim_out is None:
-            return nn.Sequential(encoder)
-        return nn.Sequential(encoder, NoisyLinear(encoder.width, dim_out) if if_noisy else
-                             layer_init_orthogonal(nn.Linear(encoder.width, dim_out), std=output_std))
+def mlp(net_dim: "int | NetShape", dim_in: int, dim_out: int | None, output_std: float = 1.0,
+        later_layer: type | None = None) -> nn.Sequential:
+    """MLP of net_dim's widths; dim_out None: a trunk that ends with the activation."""
     shape = net_shape(net_dim)
     if dim_out is None:
-        return nn.Sequential(build_mlp([dim_in, *shape.widths], if_noisy=if_noisy, activation=shape.activation),
+        return nn.Sequential(build_mlp([dim_in, *shape.widths], activation=shape.activation, later_layer=later_layer),
                              NetShape.activations[shape.activation]())
-    return build_mlp([dim_in, *shape.widths, dim_out], output_std, if_noisy, shape.activation)
+    return build_mlp([dim_in, *shape.widths, dim_out], output_std, shape.activation, later_layer)
 
 
 # ---- image encoders (pixels) ----
@@ -137,8 +131,22 @@ class ImageEncoder(nn.Module):
         return self.fc(self.convs(x)).reshape(*lead, self.width)  # (..., width)
 
 
+def state_mlp(net_dim: "int | NetShape", state_dim: "int | tuple[int, ...]", dim_out: int | None,
+              output_std: float = 1.0, if_noisy: bool = False) -> nn.Sequential:
+    """mlp of the networks that take images (an ImageEncoder, then one output layer, as the papers' networks) and
+    noisy layers (NoisyLinear, Rainbow)."""
+    later_layer = NoisyLinear if if_noisy else None
+    if not is_image(state_dim):
+        return mlp(net_dim, state_dim, dim_out, output_std, later_layer)
+    encoder = ImageEncoder(state_dim)
+    if dim_out is None:
+        return nn.Sequential(encoder)
+    return nn.Sequential(encoder, NoisyLinear(encoder.width, dim_out) if if_noisy else
+                         layer_init_orthogonal(nn.Linear(encoder.width, dim_out), std=output_std))
+
+
 def trunk_width(net_dim: "int | NetShape", dim_in: "int | tuple[int, ...]") -> int:
-    """Width of mlp(net_dim, dim_in, None)'s features."""
+    """Width of state_mlp(net_dim, dim_in, None)'s features."""
     if is_image(dim_in):
         return ImageEncoder.specs[ImageEncoder.layout(dim_in)[1]]["width"]
     return net_shape(net_dim).widths[-1]
@@ -204,7 +212,7 @@ class QNet(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = mlp(net_dim, state_dim, action_dim * num_atoms, output_std=0.1, if_noisy=if_noisy)
+        self.net = state_mlp(net_dim, state_dim, action_dim * num_atoms, output_std=0.1, if_noisy=if_noisy)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.state_norm(state))  # (batch, action_dim * num_atoms)
@@ -216,7 +224,7 @@ class QNetDuel(QNet):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, if_noisy: bool = False, num_atoms: int = 1):
         nn.Module.__init__(self)
         self.state_norm = nn.Identity()
-        self.net, width = mlp(net_dim, state_dim, None, if_noisy=if_noisy), trunk_width(net_dim, state_dim)
+        self.net, width = state_mlp(net_dim, state_dim, None, if_noisy=if_noisy), trunk_width(net_dim, state_dim)
         self.value, self.advantage = (NoisyLinear(width, dim) if if_noisy else
                                       layer_init_orthogonal(nn.Linear(width, dim), std=0.1)
                                       for dim in (num_atoms, action_dim * num_atoms))
@@ -277,10 +285,12 @@ class QNetTwin(nn.Module):
 class Actor(nn.Module):
     """Deterministic policy a = tanh(mlp(s)) for DDPG and TD3."""
 
+    trunk = staticmethod(mlp)  # state_mlp where the states may be images (ActorEncoded)
+
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = mlp(net_dim, state_dim, action_dim, output_std=0.1)
+        self.net = self.trunk(net_dim, state_dim, action_dim, output_std=0.1)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.state_norm(state)).tanh()  # (batch, action_dim), in [-1, 1]
@@ -297,10 +307,12 @@ class ActorSAC(nn.Module):
 
     log_std_min, log_std_max = -16.0, 2.0  # keeps exp() and the log-prob finite
 
+    trunk = staticmethod(mlp)  # state_mlp where the states may be images (ActorSACEncoded)
+
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = mlp(net_dim, state_dim, action_dim * 2, output_std=0.1)
+        self.net = self.trunk(net_dim, state_dim, action_dim * 2, output_std=0.1)
 
     def get_mean_log_std(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.net(self.state_norm(state)).chunk(2, dim=-1)  # (batch, action_dim) each
@@ -433,6 +445,18 @@ class CriticEncoded(nn.Module):
         return (self.q1(self.hidden(state, action)).squeeze(1),)
 
 
+class ActorEncoded(Actor):
+    """AgentInterAC's actor: its first layer, on images its ImageEncoder, is the encoder the critic shares."""
+
+    trunk = staticmethod(state_mlp)
+
+
+class ActorSACEncoded(ActorSAC):
+    """AgentInterSAC's actor: its first layer, on images its ImageEncoder, is the encoder the critic shares."""
+
+    trunk = staticmethod(state_mlp)
+
+
 class CriticTwinEncoded(CriticEncoded):
     """CriticTwinShared on encoded states, AgentInterSAC's critic."""
 
@@ -456,7 +480,7 @@ class ActorPPO(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = mlp(net_dim, state_dim, action_dim, output_std=0.01)
+        self.net = state_mlp(net_dim, state_dim, action_dim, output_std=0.01)
         self.log_std = nn.Parameter(torch.full((action_dim,), -0.5))  # std 0.6 at the start
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
@@ -500,7 +524,7 @@ class ActorDiscretePPO(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = mlp(net_dim, state_dim, action_dim, output_std=0.01)
+        self.net = state_mlp(net_dim, state_dim, action_dim, output_std=0.01)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """The most likely action, (batch,)."""
@@ -543,7 +567,7 @@ class CriticValue(nn.Module):
     def __init__(self, net_dim: int, state_dim: int, _action_dim: int = 0):
         super().__init__()
         self.state_norm = nn.Identity()
-        self.net = mlp(net_dim, state_dim, 1)
+        self.net = state_mlp(net_dim, state_dim, 1)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.state_norm(state)).squeeze(-1)  # (batch,)
@@ -557,7 +581,7 @@ class RecurrentCore(nn.Module):
     def __init__(self, net_dim: "int | NetShape", state_dim: int):
         super().__init__()
         self.width = trunk_width(net_dim, state_dim)
-        self.encoder = mlp(net_dim, state_dim, None)
+        self.encoder = state_mlp(net_dim, state_dim, None)
         cell = net_shape(net_dim).cell
         self.cell, self.rows = NetShape.cells[cell](self.width, self.width), NetShape.memory_rows[cell]
 

@@ -24,12 +24,12 @@ import torch
 import torch.nn as nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorPPO, ActorRecurrentPPO, ActorSAC,
-                      COMACritic, Critic, CriticEncoded, CriticQuantiles, CriticRecurrentValue, CriticValue, CriticTwin,
-                      CriticTwinEncoded, CriticTwinShared, Greedy, is_image, legal_only, QMixNet, QNet, QNetDist,
-                      QNetDistDuel, QNetDuel, QNetRecurrentDuel, QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete,
-                      TeamActorDiscretePPO, TeamActorPPO, TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete,
-                      TeamCriticValue, VDNNet)
+from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorEncoded, ActorPPO, ActorRecurrentPPO,
+                      ActorSAC, ActorSACEncoded, COMACritic, Critic, CriticEncoded, CriticQuantiles,
+                      CriticRecurrentValue, CriticTwin, CriticTwinEncoded, CriticTwinShared, CriticValue, Greedy,
+                      is_image, legal_only, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel, QNetRecurrentDuel,
+                      QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO,
+                      TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete, TeamCriticValue, VDNNet)
 
 # ---- helpers ----
 
@@ -884,17 +884,14 @@ class AgentBase:
     if_clip_reward = False
     # True: its networks take image observations (state_dim an image's shape: AgentNet.ImageEncoder)
     if_image_states = False
-    # True: the states end with a mask of the legal actions (extras.masks), and the agent never takes an illegal one nor
-    # values a state by one (legal); a hyperparameter of the discrete agents whose hyper_defaults name it
-    if_action_mask = False
-    if_multi_agent = False  # True: a team's agent (MultiAgent), num_agents of them on a PettingZoo env
+    if_multi_agent = False  # True: a team's agent (MultiAgent) on a PettingZoo env
     # True: its networks carry a memory per env copy (AgentRecurrentPPO, AgentR2D2), which the evaluator restarts per
     # episode (reset_memory, keep_memory); the serial and multiprocess loops, not torchrun
     if_recurrent = False
     # True: explore_env ends each trajectory with its transitions' absolute TD errors, from which a
     # PrioritizedReplayBuffer sets their first priorities (AgentApeX's explorers compute them)
     if_explorer_priorities = False
-    num_agents = 1
+    net_keywords = ()  # the hyperparameters that act_class and cri_class take (a team's num_agents)
     if_agent_rewards = False  # True: a team's agent with a value per agent, which can learn each agent's own reward
     # the actor's step size, None: learning_rate (Spinning Up's pi_lr beside q_lr); a hyperparameter of the agents with
     # an actor that an optimizer steps, whose hyper_defaults name it
@@ -921,16 +918,13 @@ class AgentBase:
         if self.if_state_norm:
             for module in self.state_takers():
                 module.state_norm = StateNorm(state_dim).to(self.device)
-        if self.if_action_mask:
-            for module in self.modules_with("if_action_mask"):  # the categorical policies mask their own logits
-                module.if_action_mask = True
 
     def init_networks(self):
         """Actor, critic, their frozen targets and one optimizer each (new_optimizer; the actor none without
         if_act_optimizer)."""
-        team = {"num_agents": self.num_agents} if self.if_multi_agent else {}  # a team's networks take its size
-        self.act = self.act_class(self.net_dim, self.state_dim, self.action_dim, **team).to(self.device)
-        self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim, **team).to(self.device)
+        keywords = {name: getattr(self, name) for name in self.net_keywords}
+        self.act = self.act_class(self.net_dim, self.state_dim, self.action_dim, **keywords).to(self.device)
+        self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim, **keywords).to(self.device)
         self.act_target = frozen_copy(self.act) if self.if_act_target else None
         self.cri_target = frozen_copy(self.cri) if self.if_cri_target else None
         if self.if_act_optimizer:
@@ -981,15 +975,9 @@ class AgentBase:
 
     def learned_reward(self, reward, info: dict):
         """The reward the agent learns from, of the env's step (reward and info; a vector env's, one per copy): the
-        one it values (valued_reward), or its sign with if_clip_reward (DQN, Mnih et al. 2015: one learning rate for
-        games whose scores differ in scale). The env's own rewards stay raw: the returns the recorder reports are the
-        game's score."""
-        reward = self.valued_reward(reward, info)
+        env's, or its sign with if_clip_reward (DQN, Mnih et al. 2015: one learning rate for games whose scores differ
+        in scale). The env's own rewards stay raw: the returns the recorder reports are the game's score."""
         return np.sign(reward) if self.if_clip_reward else reward
-
-    def valued_reward(self, reward, info: dict):
-        """The reward of the env's step that the agent values: the env's (a team's: MultiAgent's)."""
-        return reward
 
     def state_takers(self) -> list[nn.Module]:
         """Every module of every network, targets included, that takes states (has a state_norm), each once."""
@@ -999,17 +987,6 @@ class AgentBase:
         """Every module of every network, targets included, that has the attribute `name`, each once."""
         nets = {id(part): part for part in self.parts().values() if isinstance(part, nn.Module)}.values()
         return [module for net in nets for module in net.modules() if hasattr(module, name)]
-
-    def legal(self, values: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """values (..., action_dim) of every action at state, those of its illegal actions at AgentNet.ILLEGAL where the
-        states carry a mask (if_action_mask), so that no max or argmax picks one."""
-        return legal_only(values, state) if self.if_action_mask else values
-
-    def uniform_action(self, shape: tuple[int, ...], state: torch.Tensor) -> torch.Tensor:
-        """Uniformly random action indices of that shape: legal ones of state where the states carry a mask."""
-        if self.if_action_mask:  # the largest of uniform draws, the illegal ones' at ILLEGAL
-            return self.legal(torch.rand(*shape, self.action_dim, device=self.device), state).argmax(dim=-1)
-        return torch.randint(self.action_dim, shape, device=self.device)
 
     @torch.no_grad()
     def update_state_norm(self, states: torch.Tensor):
@@ -1078,7 +1055,6 @@ class AgentOffPolicy(AgentBase):
     # True: the targets and extra_update wait for the actor's steps (TD3's delayed updates); False: they follow every
     # critic step, and only the actor waits (ModSAC)
     if_delay_targets = True
-    act_class, cri_class = Actor, Critic
     if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
     if_cri_target = True
 
@@ -1142,16 +1118,9 @@ class AgentOffPolicy(AgentBase):
         return tuple(t.flatten(0, 1) for t in (self.as_state_tensor(states), actions, rewards, discounts, next_states))
 
     def random_action(self, num_envs: int | None = None, state: np.ndarray | None = None) -> np.ndarray:
-        """Uniform over the action space in the agent's units: an integer index (a legal one, if_action_mask, of the
-        state it acts in), or a vector in [-1, 1] (the standard normal CDF of standard_noise, rescaled: uniform at every
-        step, coloured along the steps as the exploration noise is); with num_envs, one for each env of a vector env,
-        (num_envs,) or (num_envs, action_dim)."""
-        shape = () if num_envs is None else (num_envs,)
-        if self.if_action_mask:
-            return self.uniform_action(shape, torch.as_tensor(state, dtype=torch.float32, device=self.device)).cpu().numpy()
-        if self.if_discrete:  # a team's: one for every agent, (..., num_agents)
-            return torch.randint(self.action_dim, shape + ((self.num_agents,) if self.if_multi_agent else ())).numpy()
-        draws = self.standard_noise((*shape, self.num_agents * self.action_dim), self.random_beta)
+        """Uniform in [-1, 1]: the standard normal CDF of standard_noise, rescaled (uniform at every step, coloured
+        along the steps as the exploration noise is); (action_dim,), or (num_envs, action_dim) for a vector env."""
+        draws = self.standard_noise((*(() if num_envs is None else (num_envs,)), self.action_dim), self.random_beta)
         return torch.erf(draws / math.sqrt(2)).cpu().numpy()
 
     def standard_noise(self, shape: tuple[int, ...], beta: float) -> torch.Tensor:
@@ -1203,10 +1172,8 @@ class AgentOffPolicy(AgentBase):
     @torch.no_grad()
     def batch_mean_q(self, batch: tuple[torch.Tensor, ...]) -> float:
         """The critic's mean Q of the call's last batch, every head, in the env's reward units (divided by
-        reward_scale) beside the returns: a value that rises past any return the task pays is overestimation. One
-        forward per call, with noisy layers at their mean (eval mode), so that it draws no random numbers."""
-        with eval_mode(self.cri):
-            return torch.stack(self.get_q_heads(*batch[:2])).mean().item() / self.reward_scale
+        reward_scale) beside the returns: a value that rises past any return the task pays is overestimation."""
+        return torch.stack(self.get_q_heads(*batch[:2])).mean().item() / self.reward_scale
 
     def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
         """Whether the actor and the targets step after this critic step: every policy_delay-th, counted across
@@ -1246,7 +1213,40 @@ class AgentOffPolicy(AgentBase):
 # ---- DQN family (discrete actions) ----
 
 
-class AgentDQN(AgentOffPolicy):
+class ActionMasks:
+    """What a discrete agent needs for masks of legal actions (if_action_mask, a hyperparameter of the agents whose
+    hyper_defaults name it): the states end with the env's mask (extras.masks), and the agent never takes an illegal
+    action nor values a state by one. Put it first among the bases: class AgentDQN(ActionMasks, AgentOffPolicy)."""
+
+    if_action_mask = False
+
+    def init_networks(self):
+        super().init_networks()
+        if self.if_action_mask:
+            for module in self.modules_with("if_action_mask"):  # the categorical policies mask their own logits
+                module.if_action_mask = True
+
+    def legal(self, values: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """values (..., action_dim) of every action at state, its illegal actions' at AgentNet.ILLEGAL (no max or
+        argmax picks one) where the states carry a mask."""
+        return legal_only(values, state) if self.if_action_mask else values
+
+    def uniform_action(self, shape: tuple[int, ...], state: torch.Tensor) -> torch.Tensor:
+        """Uniformly random action indices of that shape: legal ones of state where the states carry a mask."""
+        if self.if_action_mask:  # the largest of uniform draws, the illegal ones' at ILLEGAL
+            return self.legal(torch.rand(*shape, self.action_dim, device=self.device), state).argmax(dim=-1)
+        return torch.randint(self.action_dim, shape, device=self.device)
+
+    def random_action(self, num_envs: int | None = None, state: np.ndarray | None = None) -> np.ndarray:
+        """A uniformly random action index, () or (num_envs,): a legal one of state where the states carry a mask."""
+        shape = () if num_envs is None else (num_envs,)
+        if self.if_action_mask:
+            state = torch.as_tensor(state, dtype=torch.float32, device=self.device)
+            return self.uniform_action(shape, state).cpu().numpy()
+        return torch.randint(self.action_dim, shape).numpy()
+
+
+class AgentDQN(ActionMasks, AgentOffPolicy):
     """Deep Q-Network (Mnih et al. 2015) with a soft-updated target network, epsilon-greedy
     exploration and the Huber loss."""
 
@@ -1304,6 +1304,10 @@ class AgentDQN(AgentOffPolicy):
     def extra_stats(self) -> dict[str, float]:
         """epsilon, the chance of a random action while exploring (0 with noisy layers)."""
         return {"epsilon": self.explore_rate}
+
+    def batch_mean_q(self, batch: tuple[torch.Tensor, ...]) -> float:
+        with eval_mode(self.cri):  # noisy layers at their mean: the diagnostic draws no random numbers
+            return super().batch_mean_q(batch)
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (self.cri(state).gather(1, action).squeeze(1),)  # Q(s, a) of the actions taken, (B,)
@@ -1438,11 +1442,11 @@ class AgentDDPG(AgentOffPolicy):
                                                           explore_noise=0.1,  # std of the action noise, actions in [-1, 1]
                                                           noise_beta=0.0,  # its colour (ColoredNoise): 0 white, 1 pink
                                                           random_beta=1.0)  # the random warm-up's colour (AgentSAC)
+    act_class, cri_class = Actor, Critic
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
-        return self.act.get_action(state, self.explore_noise,
-                                   self.standard_noise((*self.batch_shape(state), self.num_agents * self.action_dim),
-                                                       self.noise_beta))
+        noise = self.standard_noise((*self.batch_shape(state), self.action_dim), self.noise_beta)
+        return self.act.get_action(state, self.explore_noise, noise)
 
 
 class AgentTD3(AgentDDPG):
@@ -1641,17 +1645,17 @@ class AgentInterAC(SharedEncoder, AgentDDPG):
     critic's plus the actor's weighted by the reliable lambda; here the critic's loss alone trains the encoder, as in
     AgentInterSAC, so that the two optimizers never step a sum."""
 
-    cri_class = CriticEncoded
+    act_class, cri_class = ActorEncoded, CriticEncoded
 
 
 class AgentInterSAC(SharedEncoder, AgentModSAC):
     """ModSAC whose actor and critic share one state encoder (SharedEncoder), as the 2020 three-file library's
     InterSAC shares one network between them; its critic keeps ModSAC's twin heads on one trunk (CriticTwinEncoded)."""
 
-    cri_class = CriticTwinEncoded
+    act_class, cri_class = ActorSACEncoded, CriticTwinEncoded
 
 
-class AgentDiscreteSAC(AgentSAC):
+class AgentDiscreteSAC(ActionMasks, AgentSAC):
     """SAC for discrete actions (Christodoulou arXiv:1910.07207): a categorical policy, twin Q-networks that value
     every action at once, and expectations over the policy's probabilities where continuous SAC samples an action;
     the entropy enters the policy's objective and the temperature's, not the critic's target (get_next_q)."""
@@ -1810,14 +1814,14 @@ class AgentOnPolicy(AgentBase):
         return -((log_prob - old_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
 
 
-class DiscreteOnPolicy:
+class DiscreteOnPolicy(ActionMasks):
     """What makes an on-policy agent class a Discrete action space's: a categorical policy (AgentNet.ActorDiscretePPO)
-    and an entropy bonus. Put it first among the bases: class AgentDiscreteA2C(DiscreteOnPolicy, AgentA2C). Its
+    and an entropy bonus; masks of legal actions. Put it first among the bases: class AgentDiscreteA2C(DiscreteOnPolicy, AgentA2C). Its
     hyper_defaults are AgentOnPolicy's with discrete_defaults; a class whose base adds hyperparameters names its own."""
 
     if_discrete = True
     act_class = ActorDiscretePPO
-    # an entropy bonus (no learned std to explore with) and masks of legal actions (AgentBase.if_action_mask)
+    # an entropy bonus (no learned std to explore with) and masks of legal actions (ActionMasks)
     discrete_defaults = dict(entropy_coef=0.01, if_action_mask=False)
     hyper_defaults = AgentOnPolicy.hyper_defaults | discrete_defaults
 
@@ -2664,6 +2668,7 @@ class MultiAgent:
     class AgentQMIX(MultiAgent, AgentDoubleDQN)."""
 
     if_multi_agent = True
+    net_keywords = ("num_agents",)  # a team's networks take its size
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, *, num_agents: int, **hyperparameters):
         self.num_agents = num_agents  # before the networks are built
@@ -2678,12 +2683,23 @@ class MultiAgent:
                                f"AgentDiscreteMADDPG, AgentDiscreteIDDPG, AgentMAPPO and AgentDiscreteMAPPO learn from each "
                                f"agent's own reward")
 
-    def valued_reward(self, reward, info: dict):
-        """The team's reward, the sum of its agents' (the env's: extras.teams.MultiAgentEnv); for an agent with a value per
-        agent (if_agent_rewards), every agent's, (..., num_agents): its own (info["agent_rewards"]), or with
-        common_reward the sum for each."""
-        if not self.if_agent_rewards:
-            return reward
+    def random_action(self, num_envs: int | None = None, state: np.ndarray | None = None) -> np.ndarray:
+        """Every agent's uniformly random action: (..., num_agents) indices, or (..., num_agents * action_dim)."""
+        if not self.if_discrete:
+            return super().random_action(num_envs, state)
+        return torch.randint(self.action_dim, (() if num_envs is None else (num_envs,)) + (self.num_agents,)).numpy()
+
+    def standard_noise(self, shape: tuple[int, ...], beta: float) -> torch.Tensor:
+        """Noise for every agent's action side by side: (..., num_agents * action_dim) for (..., action_dim)."""
+        return super().standard_noise((*shape[:-1], self.num_agents * shape[-1]), beta)
+
+    def learned_reward(self, reward, info: dict):
+        """The team's reward, the sum of its agents' (the env's: extras.teams.MultiAgentEnv); for an agent with a value
+        per agent (if_agent_rewards), every agent's (agent_rewards)."""
+        return super().learned_reward(self.agent_rewards(reward, info) if self.if_agent_rewards else reward, info)
+
+    def agent_rewards(self, reward, info: dict) -> np.ndarray:
+        """Every agent's reward, (..., num_agents): its own (info["agent_rewards"]), or with common_reward the sum."""
         if self.common_reward:
             return np.repeat(np.asarray(reward, np.float32)[..., None], self.num_agents, axis=-1)
         if np.ndim(reward) == 0:

@@ -27,8 +27,10 @@ def definitions() -> dict[str, tuple[object, str]]:
         for node in ast.parse(source).body:
             names = [node.name] if isinstance(node, (ast.ClassDef, ast.FunctionDef)) else \
                 [target.id for target in getattr(node, "targets", []) if isinstance(target, ast.Name)]
+            first = min([node.lineno] + [decorator.lineno for decorator in getattr(node, "decorator_list", [])])
+            segment = "\n".join(source.splitlines()[first - 1:node.end_lineno])  # decorators included
             for name in names:
-                found[name] = (module, ast.get_source_segment(source, node))
+                found[name] = (module, segment)
     return found
 
 

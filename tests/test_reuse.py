@@ -1,6 +1,5 @@
 """Reuse by copying: an agent class and only what it names, pasted into a fresh module, trains from a plain loop."""
 import importlib.util
-import inspect
 import os
 import sys
 
@@ -8,9 +7,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-
-import AgentNet
-import AgentZoo
 
 HEADER = """import contextlib
 import math
@@ -21,14 +17,16 @@ import numpy as np
 import torch
 import torch.nn as nn
 """
-HELPERS = ["RefusedError", "soft_update", "optimizer_step", "new_adam", "merged_moments", "frozen_copy", "ColoredNoise",
-           "episode_length", "n_step_returns", "eval_mode", "ReplayBuffer"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from lines_to_copy import definitions, pieces_to_copy  # noqa: E402
 
 
-def copy_into_module(tmp_path, from_net: list[str], from_zoo: list[str]):
-    pieces = [inspect.getsource(getattr(AgentNet, name)) for name in from_net]
-    pieces += [inspect.getsource(getattr(AgentZoo, name)) for name in from_zoo]
-    return module_of(tmp_path, pieces)
+def copy_agent(tmp_path, *names: str):
+    """The pieces benchmarks/lines_to_copy.py lists for the names (an agent; a buffer it does not name), and nothing
+    else: the list BENCHMARKS.md counts."""
+    order = list(definitions())
+    pieces = sorted({piece for name in names for piece in pieces_to_copy(name)}, key=order.index)
+    return module_of(tmp_path, [definitions()[piece][1] for piece in pieces])
 
 
 def module_of(tmp_path, pieces: list[str]):
@@ -57,10 +55,7 @@ def evaluate(env, agent, episodes=3) -> float:
 
 @pytest.mark.learning
 def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
-    my_sac = copy_into_module(tmp_path, ["layer_init_orthogonal", "NetShape", "net_shape", "build_mlp", "mlp", "StateNorm",
-                                          "is_image", "ImageEncoder",  # mlp's encoder where the states are images
-                                          "Actor", "ActorSAC", "Critic", "CriticTwin"],
-                              HELPERS + ["AgentBase", "AgentOffPolicy", "AgentSAC"])
+    my_sac = copy_agent(tmp_path, "AgentSAC")
     torch.manual_seed(0)
     env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1), np.float32(1))
     env.reset(seed=0)
@@ -81,12 +76,7 @@ def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
 
 @pytest.mark.learning
 def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
-    my_rainbow = copy_into_module(
-        tmp_path, ["layer_init_orthogonal", "NoisyLinear", "NetShape", "net_shape", "build_mlp", "mlp", "StateNorm", "QNet", "QNetDuel", "QNetDist",
-                   "is_image", "ImageEncoder", "trunk_width",  # mlp's encoder where the states are images
-                   "QNetDistDuel", "Actor", "Critic"],  # AgentOffPolicy names DDPG's networks as its defaults
-        HELPERS + ["project_distribution", "PrioritizedReplayBuffer", "AgentBase", "AgentOffPolicy",
-                   "AgentDQN", "AgentC51", "AgentRainbow"])
+    my_rainbow = copy_agent(tmp_path, "AgentRainbow", "PrioritizedReplayBuffer")
     torch.manual_seed(0)
     env = gym.make("CartPole-v1")
     env.reset(seed=0)
@@ -103,11 +93,7 @@ def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
 
 @pytest.mark.learning
 def test_copied_ppo_from_the_lines_to_copy_list_trains_on_cartpole_from_a_plain_loop(tmp_path):
-    """The pieces benchmarks/lines_to_copy.py lists for AgentDiscretePPO, and nothing else, make a module that trains:
-    the list that BENCHMARKS.md counts is complete."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-    from lines_to_copy import definitions, pieces_to_copy
-    my_ppo = module_of(tmp_path, [definitions()[name][1] for name in pieces_to_copy("AgentDiscretePPO")])
+    my_ppo = copy_agent(tmp_path, "AgentDiscretePPO")
     torch.manual_seed(0)
     env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 4,
                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)  # the agents' autoreset
