@@ -84,8 +84,8 @@ class Arguments:
     gamma: float | None = None  # discount factor, 0 < gamma <= 1
     reward_scale: float | None = None  # rewards are multiplied by this before learning, > 0
     soft_update_tau: float | None = None  # target <- tau*online + (1-tau)*target, 0 < tau <= 1
-    max_memo: int | None = None  # replay capacity in transitions (ACER: rollouts; R2D2: sequences), > 0
-    target_step: int | None = None  # environment steps explored between two updates (all envs together), > 0
+    buffer_size: int | None = None  # replay capacity in transitions (ACER: rollouts; R2D2: sequences), > 0
+    steps_per_round: int | None = None  # environment steps explored between two updates (all envs together), > 0
     repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs; > 0
     num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
     env_backend: str = "gymnasium"  # explorer's envs: gymnasium or envpool (extras.envpool_backend); eval: gymnasium
@@ -111,7 +111,7 @@ class Arguments:
     ratio_clip: float | None = None  # PPO: the policy ratio is clipped to [1 - ratio_clip, 1 + ratio_clip], in (0, 1)
     target_kl: float | None = None  # PPO: a round's epochs stop past this approx. KL (Spinning Up), > 0; None: never
     seq_len: int | None = None  # recurrent PPO, R2D2: steps of a learning sequence (truncated BPTT), >= 1; recurrent
-    #   PPO: a divisor of target_step // num_envs; R2D2: replayed sequences overlap by half
+    #   PPO: a divisor of steps_per_round // num_envs; R2D2: replayed sequences overlap by half
     burn_in: int | None = None  # R2D2: steps before a replayed sequence that only refresh its stored memory, >= 0
     entropy_coef: float | None = None  # PPO, A2C, VPG, TRPO: weight of the entropy bonus, >= 0
     max_kl: float | None = None  # TRPO: the trust region, the largest mean KL(old || new policy) of a step, > 0
@@ -147,6 +147,11 @@ class Arguments:
     if_resume: bool = False  # True continues the run in cwd from its checkpoint (python AgentRun.py resume=<cwd>)
     if_remove: bool = False  # True deletes an earlier run's files in cwd; False refuses to mix with them
     if_tensorboard: bool = False  # True: also each evaluation's scalars in cwd for TensorBoard (needs tensorboard)
+    target_step: dataclasses.InitVar[None] = None  # renamed (RENAMED): refused with the new name
+    max_memo: dataclasses.InitVar[None] = None
+
+    def __post_init__(self, target_step, max_memo):
+        refuse_renamed({"target_step": target_step, "max_memo": max_memo})
 
     def get_agent_class(self) -> type:
         if isinstance(self.agent, type) and issubclass(self.agent, AgentBase):
@@ -214,13 +219,13 @@ class Arguments:
             self.num_workers = 1
         if self.if_clip_reward is None and own_settings.get("if_clip_reward", False) is None:  # Atari's: DQN's clip
             self.if_clip_reward = env_info.env_name.startswith("ALE/")
-        if_image_replay = self.max_memo is None and self.agent.if_off_policy and is_image(env_info.state_dim)
+        if_image_replay = self.buffer_size is None and self.agent.if_off_policy and is_image(env_info.state_dim)
         for name, value in own_settings.items():
             if name in ARGUMENT_NAMES and name != "if_multiprocess" and getattr(self, name) is None:
                 setattr(self, name, value)
         if if_image_replay:  # R2D2's sequences: burn_in + seq_len states and as many bootstrap states each
             states = 2 * (self.burn_in + self.seq_len) if self.agent.if_recurrent else 0
-            self.max_memo = replay_capacity(env_info, own_settings["max_memo"], states)
+            self.buffer_size = replay_capacity(env_info, own_settings["buffer_size"], states)
         if self.target_return is None:
             self.target_return = env_info.target_return
         if self.cwd is None:
@@ -255,11 +260,11 @@ class Arguments:
                                f"{env_info.state_dim}): the image encoder scales pixels inside the network; it accepts "
                                f"flat Box observations (state_dim,); pass if_state_norm=False")
         if_rollout_cut = self.seq_len is not None and not self.agent.if_off_policy  # R2D2's sequences overlap instead
-        if if_rollout_cut and (self.target_step // self.num_envs) % self.seq_len:
-            raise RefusedError(f"seq_len={self.seq_len} is not accepted with target_step={self.target_step} and "
-                               f"num_envs={self.num_envs}: it must divide target_step // num_envs = "
-                               f"{self.target_step // self.num_envs}, the steps of each env copy's rollout, so that "
-                               f"the learning sequences are whole")
+        if if_rollout_cut and (self.steps_per_round // self.num_envs) % self.seq_len:
+            raise RefusedError(f"seq_len={self.seq_len} is not accepted with steps_per_round={self.steps_per_round} "
+                               f"and num_envs={self.num_envs}: it must divide steps_per_round // num_envs = "
+                               f"{self.steps_per_round // self.num_envs}, the steps of each env copy's rollout, so "
+                               f"that the learning sequences are whole")
         if self.agent.if_explorer_priorities and not self.if_per:
             raise RefusedError(f"if_per={self.if_per} is not accepted: {self.agent.__name__}'s explorers compute the "
                                f"priorities that its learner replays by (PrioritizedReplayBuffer); pass if_per=True or "
@@ -305,8 +310,8 @@ class Arguments:
             "batch_size": (lambda v: v > 0, "> 0"), "learning_rate": (lambda v: v > 0, "> 0"),
             "actor_learning_rate": (lambda v: v > 0, "> 0"), "target_kl": (lambda v: v > 0, "> 0"),
             "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
-            "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "max_memo": (lambda v: v > 0, "> 0"),
-            "target_step": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
+            "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "buffer_size": (lambda v: v > 0, "> 0"),
+            "steps_per_round": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
             "num_envs": (lambda v: v > 0, "> 0"), "num_workers": (lambda v: v >= 1, ">= 1"),
             "random_steps": (lambda v: v >= 0, ">= 0"),
             "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
@@ -329,7 +334,7 @@ class Arguments:
         }
         for name, (test, accepted) in rules.items():
             value = getattr(self, name)
-            if value is None:  # still None after the defaults: this agent does not use it (PPO: max_memo)
+            if value is None:  # still None after the defaults: this agent does not use it (PPO: buffer_size)
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
                 raise RefusedError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
@@ -349,6 +354,15 @@ class Arguments:
 
 
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
+RENAMED = {"target_step": "steps_per_round", "max_memo": "buffer_size"}  # old field -> new (2026-11-28)
+
+
+def refuse_renamed(given: dict):
+    """Refuse a field by its old name (RENAMED), naming the new one."""
+    for old, value in given.items():
+        if value is not None:
+            raise RefusedError(f"{old}= is not accepted: it was renamed {RENAMED[old]}= (the same value); pass "
+                               f"{RENAMED[old]}={value}")
 
 
 # the agents a run takes: AgentZoo's AgentBase subclasses but the shared bases, which no task trains
@@ -374,6 +388,8 @@ def parse_overrides(argv: list[str]) -> dict:
         key, sep, text = item.partition("=")
         if not sep:
             raise RefusedError(f"expected key=value, got {item!r}; keys: {', '.join(fields)}")
+        if key in RENAMED:
+            refuse_renamed({key: text})
         if key not in fields:
             raise RefusedError(f"unknown key {key!r}; Arguments has {', '.join(fields)}")
         types = typing.get_args(fields[key].type) or (fields[key].type,)
@@ -435,10 +451,10 @@ class Explorer:
     episodes' returns. A process's explorer acts with a CPU copy (in_process) taking newer weights (refresh)."""
 
     def __init__(self, args: Arguments, agent: AgentBase, step: int, index: int, env_copies: int):
-        """The explorer `index` of those whose env_copies env copies take target_step steps a round together."""
+        """The explorer `index` of those whose env_copies env copies take steps_per_round steps a round together."""
         self.args, self.agent, self.episodes_seen = args, agent, 0
         self.env = build_explore_env(args)
-        self.horizon = max(1, args.target_step // env_copies)
+        self.horizon = max(1, args.steps_per_round // env_copies)
         # seeded after earlier explorers' copies, as a vector env's; a resume starts new episodes (env state is lost)
         agent.last_state = self.env.reset(seed=args.seed + step + index * args.num_envs)[0]
         agent.set_env_copies(index * args.num_envs, env_copies)
@@ -539,15 +555,15 @@ class Recorder:
         """The returns of exploration episodes, for the next row's explore_return."""
         self.returns += returns
 
-    def if_due(self, reason: str | None) -> bool:
+    def is_due(self, reason: str | None) -> bool:
         """Whether to evaluate now: at the stop, or once the evaluator's wait has passed."""
-        return reason is not None or self.evaluator.if_due()
+        return reason is not None or self.evaluator.is_due()
 
     def end_round(self, agent: AgentBase, step: int, episodes: int, stats: dict | None,
                   weights: torch.nn.Module | None = None) -> str | None:
         """Why the run stops after this round, or None; evaluates when due and at the stop, once learning began."""
         reason = round_stop_reason(self.args, step, self.evaluator.start_time)
-        if stats is not None and self.if_due(reason):
+        if stats is not None and self.is_due(reason):
             reason = self.evaluate(agent, step, episodes, stats, weights) or reason
         return reason
 
@@ -615,27 +631,26 @@ def replay_capacity(env_info: "EnvInfo", default: int, states_per_entry: int = 0
     return min(default, 2 ** int(math.log2(REPLAY_FRAME_BYTES / entry)))
 
 
-def build_agent(args: Arguments, env_info: "EnvInfo", device=None) -> AgentBase:
-    """The agent with the run's hyperparameters, on `device` (None: cuda when there is one)."""
-    hyperparameters = {name: getattr(args, name) for name in args.agent.hyper_defaults if name in ARGUMENT_NAMES}
-    return new_agent(args.agent, network_shape(args), env_info, device, hyperparameters)
-
-
-def new_agent(agent_class: type, net_dim: int, env_info: "EnvInfo", device, hyperparameters: dict) -> AgentBase:
-    """An agent for the env of env_info: a multi-agent one is also told the size of the team."""
+def build_agent(settings: "Arguments | dict", env_info: "EnvInfo", device=None) -> AgentBase:
+    """The agent of resolved Arguments or of a run's config.json, its hyperparameters as set (None: the agent's
+    default), for env_info's env (a team's agent is told its size), on device (None: cuda when there is one)."""
+    get = settings.get if isinstance(settings, dict) else lambda name: getattr(settings, name, None)
+    agent_class = Arguments(agent=get("agent")).get_agent_class()
+    hyperparameters = {name: get(name) for name in agent_class.hyper_defaults if get(name) is not None}
     team = {"num_agents": env_info.num_agents} if agent_class.if_multi_agent else {}
-    return agent_class(net_dim, env_info.state_dim, env_info.action_dim, device=device, **team, **hyperparameters)
+    return agent_class(network_shape(settings), env_info.state_dim, env_info.action_dim, device=device, **team,
+                       **hyperparameters)
 
 
 def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer | RolloutBuffer:
     if args.agent.if_off_policy and args.agent.if_recurrent:  # R2D2's sequences, each with the memory at its start
         shape = net_shape(network_shape(args))
         width = trunk_width(shape, env_info.state_dim)  # the core's memory: an image encoder's width on frames
-        return SequenceReplayBuffer(args.max_memo, env_info.state_dim, width, args.num_envs * args.num_workers,
+        return SequenceReplayBuffer(args.buffer_size, env_info.state_dim, width, args.num_envs * args.num_workers,
                                     args.seq_len, args.burn_in, args.gamma, args.n_step, device,  # a round's env copies
                                     memory_rows=NetShape.memory_rows[shape.cell], state_dtype=env_info.state_dtype)
     if args.agent.if_off_policy:
-        sizes = (args.max_memo, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
+        sizes = (args.buffer_size, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
         if args.her_k:  # relabelled rewards come from the learner's own copy of the env
             feedback = prepare_env(make_twin_env(args.env))[0].get_wrapper_attr("feedback")
             return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
@@ -649,8 +664,8 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
         return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents,
                                                                           num_rewards=num_rewards,
                                                                           state_dtype=env_info.state_dtype)
-    if args.max_memo is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
-        return SegmentReplayBuffer(args.max_memo, device)
+    if args.buffer_size is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
+        return SegmentReplayBuffer(args.buffer_size, device)
     return RecurrentRolloutBuffer(device) if args.agent.if_recurrent else RolloutBuffer(device)
 
 
@@ -715,7 +730,7 @@ class Evaluator:
         elif os.path.exists(actor_path):
             os.remove(actor_path)
 
-    def if_due(self) -> bool:
+    def is_due(self) -> bool:
         """Whether the wait after the last evaluation has passed; eval_gap=0: after every round, reproducibly."""
         return self.eval_gap == 0 or (time.time() - self.last_eval_time
                                       >= self.wait_seconds(self.eval_gap, self.eval_seconds))
@@ -1158,10 +1173,10 @@ def build_explore_env(args: "Arguments") -> gym.Env:
         env = importlib.import_module("extras.envpool_backend").EnvPoolVectorEnv(args.env, args.num_envs)
         if isinstance(env.single_action_space, gym.spaces.Box) and not is_unit_box(env.single_action_space):
             env = gym.wrappers.vector.RescaleAction(env, np.float32(-1), np.float32(1))  # as agent_actions does
-        return gym.wrappers.vector.RecordEpisodeStatistics(env, buffer_length=max(100, args.target_step))
+        return gym.wrappers.vector.RecordEpisodeStatistics(env, buffer_length=max(100, args.steps_per_round))
     if_plain = args.agent.if_off_policy and not args.agent.if_recurrent and args.num_envs == 1
     return build_env(args.env, None if if_plain else args.num_envs,
-                     if_record_ends=bool(args.her_k), returns_kept=max(100, args.target_step),
+                     if_record_ends=bool(args.her_k), returns_kept=max(100, args.steps_per_round),
                      if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[0]
 
 
@@ -1341,7 +1356,7 @@ def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, 
                     continue
                 step, stop_reason = report.step, report.stop_reason
                 recorder.keep(report.returns)
-                if report.weights is not None and recorder.if_due(stop_reason):  # the newest round when due; the last
+                if report.weights is not None and recorder.is_due(stop_reason):  # the newest round when due; the last
                     stop_reason = recorder.evaluate(eval_agent, step, report.episodes, report.stats,
                                                     report.weights) or stop_reason
                     save_atomically(recorder.state_dict(), state_path)
@@ -1860,7 +1875,7 @@ def resume(cwd: str, /, **overrides) -> dict:
     if not os.path.isfile(config_path):
         raise MissingRunError(f"resume needs {config_path}, the settings of the run to continue")
     with open(config_path) as f:
-        config = json.load(f)
+        config = {RENAMED.get(key, key): value for key, value in json.load(f).items()}  # a run from before a rename
     if "env" not in overrides:  # an instance that config.json cannot rebuild can be passed again
         config["env"] = env_from_config(config["env"])
     if "recurrent_cell" not in config and Arguments(agent=config["agent"]).get_agent_class().if_recurrent:

@@ -1,16 +1,11 @@
-"""Agents and their replay buffer.
-
-Every agent shares one interface (DESIGN.md):
+"""Agents and their replay buffers. Every agent shares one interface (README.md):
     agent = AgentSAC(net_dim, state_dim, action_dim, device=None, **hyperparameters)
     action = agent.select_action(state, deterministic=False)  # np.ndarray in, np.ndarray out
     trajectory = agent.explore_env(env, horizon)               # tensors for buffer.extend
     stats = agent.update_net(buffer, batch_size, repeat_times) # dict of floats
-    agent.update_state_norm(trajectory[0])                     # with if_state_norm: the explored states' statistics,
-                                                               # after the update that learns on the ones it acted on
+    agent.update_state_norm(trajectory[0])                     # if_state_norm: after the update
     agent.save_or_load_agent(cwd, if_save)
-
-Continuous actions are in [-1, 1]; the environment rescales them (gymnasium.wrappers.RescaleAction).
-Discrete agents return integer actions.
+Continuous actions are in [-1, 1] (the env rescales them); discrete agents return integer actions.
 """
 import contextlib
 import math
@@ -35,8 +30,8 @@ from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorE
 
 
 class RefusedError(ValueError):
-    """Input the library refuses (a setting, an env, a file, a run directory), with what it accepts instead:
-    `python AgentRun.py` prints its message alone, and any other error keeps its traceback."""
+    """Refused input (a setting, env, file, run directory), saying what is accepted; AgentRun prints it
+    without a traceback."""
 
 
 @torch.no_grad()
@@ -47,15 +42,13 @@ def soft_update(target: nn.Module, online: nn.Module, tau: float):
 
 
 def optimizer_step(optimizer: torch.optim.Optimizer, objective: torch.Tensor, clip_grad_norm: float | None = None):
-    """One gradient step of one network's objective with that network's own optimizer; among data-parallel learners
-    (torch.distributed initialised: AgentRun under torchrun) with the mean of every rank's gradients."""
+    """One gradient step; under torch.distributed (torchrun), with the mean of every rank's gradients."""
     optimizer.zero_grad(set_to_none=True)
     objective.backward()
     params = [p for group in optimizer.param_groups for p in group["params"]]
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        # each gradient becomes its mean over the ranks, in one all_reduce of them all: every rank then takes the
-        # same step from the same weights, and the ranks' networks stay equal (as DistributedDataParallel keeps them)
-        grads = [p.grad for p in params if p.grad is not None]  # the same ones on every rank: they run the same code
+        # one all_reduce of every gradient: each rank takes the same step, so the networks stay equal (as DDP)
+        grads = [p.grad for p in params if p.grad is not None]  # the same ones on every rank
         flat = torch.cat([grad.flatten() for grad in grads])
         torch.distributed.all_reduce(flat)
         flat /= torch.distributed.get_world_size()
@@ -67,13 +60,13 @@ def optimizer_step(optimizer: torch.optim.Optimizer, objective: torch.Tensor, cl
 
 
 def new_adam(params, learning_rate: float, device: torch.device) -> torch.optim.Adam:
-    """Adam with torch's fused kernel where it has one (CPU, CUDA): one kernel per step, not a loop over tensors."""
+    """Adam with torch's fused kernel where it has one (CPU, CUDA): one kernel per step."""
     return torch.optim.Adam(params, learning_rate, fused=device.type in ("cpu", "cuda"))
 
 
 def merged_moments(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The count, sum and sum of squares of rows (M, dim), float64, for StateNorm.update; among data-parallel learners
-    (torch.distributed initialised) every rank's rows count, so that their running statistics stay equal."""
+    """Count, sum and sum of squares of rows (M, dim), float64, for StateNorm.update; summed over the
+    torch.distributed ranks, so their statistics stay equal."""
     rows = rows.to(torch.float64)
     count = torch.full((1,), rows.shape[0], dtype=torch.float64, device=rows.device)
     moments = torch.cat((count, rows.sum(dim=0), rows.square().sum(dim=0)))  # (1 + 2 * dim,)
@@ -83,8 +76,7 @@ def merged_moments(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torc
 
 
 def load_weights(path: str, device) -> dict | torch.Tensor:
-    """torch.load with weights_only=True: tensors and plain containers only, never pickled code. Any failure
-    (missing, truncated, corrupted, or carrying code) is reported with the file's path."""
+    """torch.load with weights_only=True (never pickled code); any failure is refused with the path."""
     try:
         return torch.load(path, map_location=device, weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
@@ -100,8 +92,7 @@ def frozen_copy(net: nn.Module) -> nn.Module:
 
 @contextlib.contextmanager
 def eval_mode(net: nn.Module, if_eval: bool = True):
-    """net in eval mode inside the block (NoisyLinear layers at their mean), in training mode after; if_eval=False:
-    left as it is."""
+    """net in eval mode inside the block (NoisyLinear at its mean), training after; if_eval=False: as is."""
     if not if_eval:
         yield
         return
@@ -113,8 +104,8 @@ def eval_mode(net: nn.Module, if_eval: bool = True):
 
 
 def check_same_step(agent, env):
-    """Vector envs must autoreset in the same step, so that an ended episode's final observation comes back in
-    info["final_obs"] (gymnasium's NEXT_STEP default would hand the agent a step across two episodes)."""
+    """Vector envs must autoreset in the same step, so an ended episode's final observation is in
+    info["final_obs"] (gymnasium's NEXT_STEP default would give a step across two episodes)."""
     autoreset_mode = env.metadata.get("autoreset_mode")
     if getattr(autoreset_mode, "value", autoreset_mode) != "SameStep":
         raise RefusedError(f"{type(agent).__name__}.explore_env needs a gymnasium vector env with "
@@ -122,8 +113,8 @@ def check_same_step(agent, env):
 
 
 def final_observations(next_state: np.ndarray, info: dict) -> np.ndarray:
-    """A vector env's next states (N, state_dim) with each ended episode's last observation in place of the reset
-    one that the env returned: on truncation the agent bootstraps from the state the episode was cut at."""
+    """Next states (N, state_dim) with each ended episode's final observation in place of the reset one:
+    a truncated episode bootstraps from the state it was cut at."""
     if "_final_obs" not in info:
         return next_state
     final_state = next_state.copy()
@@ -133,21 +124,17 @@ def final_observations(next_state: np.ndarray, info: dict) -> np.ndarray:
 
 
 class ColoredNoise:
-    """Standard normal draws of a fixed shape, one per step, whose power spectrum along the steps falls as 1/f^beta:
-    beta 0 is white noise (independent steps), 1 pink, 2 red (a random walk's). Coloured noise keeps a direction for
-    a while, as momentum-driven tasks need (MountainCar), and still varies from step to step; pink noise as the
-    exploration of off-policy agents: Eberhard et al., "Pink Noise Is All You Need", ICLR 2023. Each sequence of
-    seq_len steps is white noise with its spectrum scaled by f^(-beta/2) (Timmer and Koenig 1995); the agents take the
-    explored env's episode length (episode_length), as the paper draws a sequence per episode: a shorter sequence
-    than the episode repeats its slowest wave, a longer one sets an offset that lasts the whole episode."""
+    """Standard normal draws (*shape) per step, power spectrum 1/f^beta along the steps (0 white, 1 pink, 2 red):
+    coloured noise keeps a direction a while, as momentum tasks need (MountainCar). Pink exploration: Eberhard
+    et al., "Pink Noise Is All You Need", ICLR 2023. White noise scaled by f^(-beta/2) (Timmer and Koenig 1995)
+    in sequences of seq_len steps, the env's episode length (episode_length): one per episode, as the paper."""
 
     def __init__(self, beta: float, shape: tuple[int, ...], seq_len: int = 1000, device=None):
         self.beta, self.shape, self.seq_len, self.device = beta, shape, seq_len, device
         freqs = torch.fft.rfftfreq(seq_len, device=device)  # (seq_len // 2 + 1,), cycles per step
         freqs[0] = freqs[1]  # the mean takes the lowest frequency's weight, not an infinite one
         self.scale = freqs.pow(-beta / 2)
-        # a step's variance after irfft(scale * spectrum of white noise), both orthonormal: the scales' power over the
-        # two-sided spectrum (Parseval), divided by seq_len; dividing by its root leaves every step N(0, 1)
+        # Parseval: a step's variance is the scales' two-sided power / seq_len; its root rescales steps to N(0, 1)
         power = self.scale.square()
         two_sided = power[0] + 2 * power[1:(seq_len + 1) // 2].sum() + (power[-1] if seq_len % 2 == 0 else 0)
         self.scale /= (two_sided / seq_len).sqrt()
@@ -164,8 +151,7 @@ class ColoredNoise:
 
 
 def episode_length(env, default: int = 1000) -> int:
-    """The time limit of an env's episodes in steps (a vector env's copies'; a PettingZoo env's max_cycles), or default
-    where it declares none."""
+    """An env's episode time limit in steps (a vector env's copies'; PettingZoo's max_cycles), else default."""
     single = env.unwrapped.envs[0] if hasattr(env.unwrapped, "envs") else env  # (EnvPoolVectorEnv has the spec)
     limit = single.spec.max_episode_steps if single.spec is not None else None
     return limit or getattr(single.unwrapped, "max_cycles", None) or default
@@ -173,12 +159,11 @@ def episode_length(env, default: int = 1000) -> int:
 
 def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done: torch.Tensor, gamma: float,
                    n_step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """n-step returns (Sutton and Barto, section 7.1) of T steps of N envs, (T, N) tensors step by step. For each step
-    t: the return sum_{j<k} gamma^j r_{t+j}, the discount gamma^k * not_terminated_{t+k-1} of the bootstrap value, and
-    t+k-1, the step whose next state gives that value; (T, N) each. k <= n_step ends at the episode's end (terminated:
-    no bootstrap; truncated: bootstrap from its final observation) and at the T-th step, where later steps are not
-    known yet: a shorter return, still exact. Each env's column stands alone, so copies may end at different steps.
-    A team's rewards of every agent, (T, N, num_agents), give every agent's returns, (T, N, num_agents)."""
+    """n-step returns (Sutton and Barto, section 7.1) of T steps of N envs, (T, N) tensors. For each step t: the
+    return sum_{j<k} gamma^j r_{t+j}, the bootstrap discount gamma^k * not_terminated_{t+k-1}, and t+k-1, the step
+    whose next state bootstraps; (T, N) each. k <= n_step stops at the episode's end (terminated: no bootstrap;
+    truncated: from its final observation) and at step T (shorter, still exact). A team's rewards
+    (T, N, num_agents) give every agent's returns."""
     horizon = rewards.shape[0]
     returns = rewards.clone()
     last = torch.arange(horizon, device=rewards.device).unsqueeze(1).expand(not_done.shape).clone()  # (T, N)
@@ -194,10 +179,9 @@ def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done
 
 
 def project_distribution(probs: torch.Tensor, target_support: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-    """The distribution with probs (B, num_atoms) on target_support (B, num_atoms) (r + discount * z, which no longer
-    falls on the atoms), projected onto the evenly spaced `support` (num_atoms,): C51's Algorithm 1 (Bellemare et al.
-    arXiv:1707.06887) splits each p_j between the two atoms around clip(Tz_j) in proportion to its nearness to each.
-    Writing the upper one as lower + 1 (not ceil) keeps the whole p_j where Tz_j falls on an atom."""
+    """probs (B, num_atoms) on target_support (B, num_atoms) (r + discount * z) projected onto the evenly spaced
+    `support` (num_atoms,): C51's Algorithm 1 (Bellemare et al. arXiv:1707.06887). upper = lower + 1 (not ceil)
+    keeps the whole p_j where Tz_j falls on an atom."""
     position = (target_support.clamp(support[0], support[-1]) - support[0]) / (support[1] - support[0])  # in atoms
     lower = position.floor().long()  # (B, num_atoms)
     upper_share = position - lower  # (B, num_atoms), in [0, 1)
@@ -206,22 +190,20 @@ def project_distribution(probs: torch.Tensor, target_support: torch.Tensor, supp
 
 
 def value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
-    """h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x (Pohlen et al. arXiv:1805.11593, section 3.2; R2D2 learns its
-    Q-values in this space): it shrinks large returns roughly to their square root, so one learning rate suits
-    returns of any size, and it is invertible (value_rescale_inverse), unlike reward clipping."""
+    """h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x (Pohlen et al. arXiv:1805.11593, section 3.2; R2D2's Q space):
+    shrinks returns to about their root, so one learning rate suits any scale; invertible, unlike clipping."""
     return x.sign() * ((x.abs() + 1).sqrt() - 1) + eps * x
 
 
 def value_rescale_inverse(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
-    """h^-1(x) = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1), the exact inverse of value_rescale
-    (Pohlen et al. arXiv:1805.11593, Proposition A.2): the root of the quadratic that h(y) = x is in sqrt(|y| + 1)."""
+    """h^-1(x) = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1), value_rescale's exact
+    inverse (Pohlen et al. arXiv:1805.11593, Proposition A.2)."""
     return x.sign() * ((((1 + 4 * eps * (x.abs() + 1 + eps)).sqrt() - 1) / (2 * eps)).square() - 1)
 
 
 def sequence_priority(td_abs: torch.Tensor, mask: torch.Tensor, eta: float) -> torch.Tensor:
-    """R2D2's priority of each sequence (arXiv:1810.06059, section 2.3): eta * max_t |td_t| + (1 - eta) * mean_t |td_t|
-    over its unmasked steps; td_abs and mask (T, B) -> (B,). The max keeps a sequence with one large error from being
-    averaged away by its many small ones, as a mean alone over a long sequence would."""
+    """R2D2's sequence priority (arXiv:1810.06059, section 2.3): eta * max_t |td_t| + (1 - eta) * mean_t |td_t|
+    over unmasked steps, (T, B) -> (B,); the max keeps one large error from being averaged away."""
     td_abs = torch.where(mask.bool(), td_abs, 0)  # a masked step's error counts in neither, whatever its value
     return eta * td_abs.amax(dim=0) + (1 - eta) * td_abs.sum(dim=0) / mask.sum(dim=0).clamp(min=1)
 
@@ -230,20 +212,14 @@ def sequence_priority(td_abs: torch.Tensor, mask: torch.Tensor, eta: float) -> t
 
 
 class ReplayBuffer:
-    """Transitions (state, action, reward, discount, next_state) in preallocated tensors on the agent's device,
-    written at a ring pointer and sampled on the device. The target is reward + discount * V(next_state).
+    """Transitions (state, action, reward, discount, next_state) preallocated on the agent's device, written at a
+    ring pointer; the target is reward + discount * V(next_state). discount = gamma^k * not_terminated
+    (AgentOffPolicy.as_transitions): 0 only where the episode terminated; a time-limit truncation keeps gamma^k
+    and still bootstraps. A team's transition holds every agent's state and action side by side (and each agent's
+    reward: num_rewards). Images keep the env's dtype (uint8, bool); the networks scale them."""
 
-    discount is gamma^k * not_terminated (AgentOffPolicy.as_transitions; k = 1 without n-step returns): 0 only
-    where the episode truly ended (gymnasium's `terminated`); a time-limit truncation keeps gamma^k, so that
-    transition still bootstraps from its next state. Each transition stands alone: nothing spans two of them.
-    A multi-agent team's transition (num_agents > 1) holds every agent's state and action side by side, and every
-    agent's own reward where its agents learn from their own (num_rewards = num_agents: if_agent_rewards).
-    Images (state_dim an image's shape) are stored in the env's dtype (state_dtype: uint8 frames, MinAtar's bool
-    grids), a quarter of float32's memory or less, and sampled so: the networks scale them (AgentNet.ImageEncoder).
-    """
-
-    def __init__(self, max_len: int, state_dim: "int | tuple[int, ...]", action_dim: int, if_discrete: bool, device=None,
-                 num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.float32):
+    def __init__(self, max_len: int, state_dim: "int | tuple[int, ...]", action_dim: int, if_discrete: bool,
+                 device=None, num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.float32):
         self.init_ring(max_len, device)
         action_dim = num_agents * (1 if if_discrete else action_dim)  # a team's
         state_shape = tuple(state_dim) if is_image(state_dim) else (num_agents * state_dim,)
@@ -290,7 +266,7 @@ class ReplayBuffer:
         """Uniform replay has no priorities (PrioritizedReplayBuffer has)."""
 
     def state_dict(self) -> dict:
-        """The filled part only, as CPU copies: a view of the preallocated tensors would save all of their storage."""
+        """The filled part only, as CPU copies (a view would save all of the storage)."""
         return {"pointer": self.pointer, "cur_len": self.cur_len, "add_size": self.add_size,
                 "tensors": [buf[:self.cur_len].to("cpu", copy=True) for buf in self.tensors]}
 
@@ -301,21 +277,16 @@ class ReplayBuffer:
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
-    """Proportional prioritized replay (Schaul et al. arXiv:1511.05952, section 3.3): transition i is sampled with
-    probability P(i) = p_i / sum_k p_k, p_i = (|TD error_i| + eps)^alpha, new ones at the largest p so far, and its loss
-    is weighted by (N P(i))^-beta / max_k (N P(k))^-beta = (p_i / min_k p_k)^-beta (section 3.4).
-
-    beta stays fixed, not annealed to 1 as in the paper: its full correction matters as learning converges, and our
-    runs stop at the target return; a fixed value is one default for every task (History/UPDATE_LOG.md, 2026-11-23).
-    The sums and minima are trees of `fanout` children per node, kept on the buffer's device, so that an update of a
-    batch's priorities and the sampling of a batch are a few vectorised operations per tree level (4 levels for 2^20
-    transitions), never a Python loop over the batch."""
+    """Proportional prioritized replay (Schaul et al. arXiv:1511.05952, section 3.3): P(i) = p_i / sum_k p_k,
+    p_i = (|TD error_i| + eps)^alpha, new transitions at the largest p so far; loss weights (p_i / min_k p_k)^-beta
+    (section 3.4). beta stays fixed, not annealed to 1: runs stop at the target return (History/UPDATE_LOG.md,
+    2026-11-23). Sums and minima are `fanout`-ary trees on the device: a few vectorised operations per level."""
 
     alpha, beta, eps = 0.6, 0.4, 1e-6  # the paper's proportional variant (Table 3); eps keeps every p_i above 0
     fanout = 32
 
-    def __init__(self, max_len: int, state_dim: "int | tuple[int, ...]", action_dim: int, if_discrete: bool, device=None,
-                 num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.float32):
+    def __init__(self, max_len: int, state_dim: "int | tuple[int, ...]", action_dim: int, if_discrete: bool,
+                 device=None, num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.float32):
         super().__init__(max_len, state_dim, action_dim, if_discrete, device, num_agents, num_rewards, state_dtype)
         self.init_trees()
 
@@ -331,9 +302,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = torch.ones((), dtype=torch.float64, device=self.device)
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
-        """ReplayBuffer.extend, the new transitions at the largest priority so far; or, where the trajectory ends with
-        their absolute TD errors (size,) (if_explorer_priorities: Ape-X's explorers compute them), at the priorities of
-        those errors (update_priorities)."""
+        """ReplayBuffer.extend at the largest priority so far; or, where the trajectory ends with absolute TD errors
+        (size,) (if_explorer_priorities: Ape-X), at their priorities."""
         idx = super().extend(*trajectory[:len(self.tensors)])
         if len(trajectory) > len(self.tensors):
             self.update_priorities(idx, trajectory[-1][-idx.shape[0]:].to(self.device))  # the newest, as extend keeps
@@ -342,8 +312,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return idx
 
     def sample(self, batch_size: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
-        """A batch drawn in proportion to the priorities, one draw from each of batch_size equal slices of their sum
-        (the paper's appendix B.2.1), with the importance weights (B,) and indices (B,)."""
+        """A batch in proportion to the priorities, one draw per equal slice of their sum (the paper's appendix
+        B.2.1), with the importance weights (B,) and indices (B,)."""
         total = self.sum_tree[-1][0]
         mass = (torch.arange(batch_size, device=self.device) + torch.rand(batch_size, device=self.device,
                                                                           dtype=torch.float64)) * (total / batch_size)
@@ -361,10 +331,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return tuple(buf[idx] for buf in self.tensors), weights, idx
 
     def update_priorities(self, idx: torch.Tensor, td_errors: torch.Tensor):
-        """p_i = (|TD error_i| + eps)^alpha for the sampled transitions (td_errors (B,), already absolute). An error
-        at or below 0 gives eps^alpha: a float32 KL divergence (Rainbow's) dips to about -1e-6 where the net fits its
-        target, and a negative base would give a NaN that spreads through the sum tree to every later draw. A NaN or
-        infinite error (a diverged critic) is refused, naming the transitions (one host sync per batch)."""
+        """p_i = (|TD error_i| + eps)^alpha (td_errors (B,), absolute). Errors <= 0 give eps^alpha: Rainbow's float32
+        KL dips to -1e-6, and a NaN would spread through the sum tree. Non-finite errors are refused."""
         td_errors = td_errors.detach().double()
         if not torch.isfinite(td_errors).all():
             bad = torch.nonzero(~torch.isfinite(td_errors)).flatten()
@@ -376,8 +344,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = torch.maximum(self.max_priority, priorities.max())
 
     def set_priorities(self, idx: torch.Tensor, priorities: torch.Tensor):
-        """Write leaves idx, then recompute their ancestors level by level (an index twice in idx writes the same
-        value twice)."""
+        """Write leaves idx, then recompute their ancestors level by level (a repeated index is harmless)."""
         node = idx
         self.sum_tree[0][node], self.min_tree[0][node] = priorities, priorities
         for level in range(1, len(self.sum_tree)):
@@ -400,8 +367,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
 
 def equal_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Whether a[i, j] and b[i, j] are equal in every entry, (I, J) bool; compared 8 bytes at a time where the
-    entries are bytes (uint8, bool frames) that come in multiples of 8."""
+    """Whether a[i, j] == b[i, j] in every entry, (I, J) bool; byte entries compared 8 at a time where aligned."""
     a, b = a.flatten(2), b.flatten(2)
     aligned = lambda x: all(size % 8 == 0 for size in (*x.stride()[:-1], x.storage_offset(), x.shape[-1]))
     if a.element_size() == 1 and a.shape[-1] > 0 and aligned(a) and aligned(b):
@@ -410,24 +376,15 @@ def equal_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 class FrameStacks:
-    """A replay buffer's mixin (FrameStackReplayBuffer, FrameStackPrioritizedReplayBuffer) for image states, each a
-    stack of an env copy's last S frames (gymnasium's FrameStackObservation: Atari's (4, 84, 84); S = 1, a frame the
-    whole image, for unstacked ones: MinAtar, CarRacing): each frame is stored once, in a ring of frames, and a
-    transition holds the stamps (the how-many-th frame written) of its state's S frames and of its next state's;
-    sampling gathers the stacks, as rlpyt's frame buffer does (Stooke & Abbeel arXiv:1909.01500). About 7,600 bytes
-    per Atari transition, not 56,464; unstacked images about half of a state and a next state (BENCHMARKS.md).
-
-    Which frames a stack shares with another is read from the frames themselves, so that every stack comes back bit
-    for bit as the env gave it. A state that is its env copy's state before again (a round's first state, which the
-    round before saw as a next state) adds no frame; one whose first S - 1 frames are the last S - 1 of the state
-    before continues it and adds its last frame; an episode's first state, the reset frame S times
-    (FrameStackObservation's padding), adds one; anything else (a stacking padded another way) adds all S. A next
-    state is the state k <= n_step steps on where it is one; else it continues one of the states between (an
-    episode's final observation; a round's last) and adds its last frame, once; anything else adds all S. So no stack
-    reaches into the episode before. extend takes the trajectory in the step-then-env order of num_envs copies
-    (AgentOffPolicy.as_transitions). The ring holds max_len * 17 / 16 frames, and grows where the live transitions
-    need more (reserve: a task whose episodes last a few steps): no frame a live transition reads is overwritten.
-    A resumed run starts new episodes (AgentRun), so checkpoints keep no copy's last state."""
+    """Replay mixin for image states, each a stack of an env copy's last S frames (FrameStackObservation: Atari's
+    (4, 84, 84); S = 1 for MinAtar, CarRacing): each frame is stored once in a ring, a transition holds the stamps
+    (write counts) of its state's and next state's frames, and sampling gathers the stacks, as rlpyt does (Stooke &
+    Abbeel arXiv:1909.01500); bytes per transition: BENCHMARKS.md. Shared frames are read from the contents, so
+    stacks come back bit for bit: a state continuing the one before adds its last frame, an episode's first (the
+    reset frame S times) one; a next state is the state k <= n_step steps on, or continues a state between (a final
+    observation) and adds its last frame; anything else adds all S. extend takes step-then-env order
+    (AgentOffPolicy.as_transitions). The ring grows (reserve) rather than overwrite a frame a live transition reads.
+    Checkpoints keep no copy's last state: a resumed run starts new episodes."""
 
     def __init__(self, max_len: int, state_dim: tuple[int, ...], action_dim: int, if_discrete: bool, device=None,
                  num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.uint8, *, num_envs: int,
@@ -442,8 +399,7 @@ class FrameStacks:
         self.last = [None] * num_envs  # each copy's last next state and its stamps: the next round's first state
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
-        """The transitions with their states as stamps (then PrioritizedReplayBuffer's priorities, if any), and the
-        frames they add."""
+        """The transitions with their states as stamps (then any priorities), and the frames they add."""
         states, actions, rewards, discounts, next_states, *priorities = trajectory
         state_stamps, next_stamps, new = self.stamps(states, next_states)
         oldest = torch.minimum(state_stamps.amin(1), next_stamps.amin(1))[:, None]
@@ -457,12 +413,13 @@ class FrameStacks:
         self.written += new.shape[0]
         return idx
 
-    def stamps(self, states: torch.Tensor, next_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Each transition's state and next state as the stamps of their frames, (T * N, S) each, and the new frames,
-        (W, ...) stamped from `written` on: shared frames read from the stacks' contents (the docstring). The common
-        cases are compared for the whole round at once, the rest (episode ends, a round's ends) one by one."""
+    def stamps(self, states: torch.Tensor, next_states: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Each transition's state and next state as frame stamps, (T * N, S) each, and the new frames (W, ...)
+        stamped from `written` on; common cases compared for the whole round at once, the rest one by one."""
         n, n_step = self.num_envs, self.n_step
-        states, next_states = (x.cpu().reshape(-1, n, self.stack, *self.frames.shape[1:]) for x in (states, next_states))
+        states, next_states = (x.cpu().reshape(-1, n, self.stack, *self.frames.shape[1:])
+                               for x in (states, next_states))
         steps = states.shape[0]
         continues = equal_rows(states[1:, :, :-1], states[:-1, :, 1:]).T.tolist()  # (N, T - 1): state t + 1 of t
         # next state t is state t + n_step (none where the round is shorter than n_step)
@@ -486,9 +443,9 @@ class FrameStacks:
         return as_stamps(state_stamps), as_stamps(next_stamps), new
 
     def state_rows(self, states: torch.Tensor, continues: list[bool], last, add: Callable) -> list[list[int]]:
-        """One env copy's states (T, S, ...) as the stamps of their frames, T lists of S, after its last next state
-        `last` (its content and stamps, or None); continues[t]: state t + 1 continues state t. add(stacks, t, places)
-        adds frames of the states (stacks 0) or next states (1) and returns their stamps."""
+        """One env copy's states (T, S, ...) as T lists of S stamps, after its last next state `last` (content and
+        stamps, or None); continues[t]: state t + 1 continues state t. add(stacks, t, places) adds frames of the
+        states (stacks 0) or next states (1) and returns their stamps."""
         s = self.stack
         before, stamps = last or (None, None)
         rows = []
@@ -511,8 +468,8 @@ class FrameStacks:
 
     def next_rows(self, states: torch.Tensor, next_states: torch.Tensor, state_rows: list[list[int]], n_on: list[bool],
                   add: Callable) -> list[list[int]]:
-        """One env copy's next states (T, S, ...) as stamps, T lists of S: the state k steps on where it is one (n_on[t]:
-        k = n_step), else a final observation continuing a state between, its last frame added once; else added whole."""
+        """One env copy's next states (T, S, ...) as T lists of S stamps: the state k steps on where it is one
+        (n_on[t]: k = n_step), else a final observation continuing a state between, else added whole."""
         steps, s, n_step = states.shape[0], self.stack, self.n_step
         finals, rows = {}, []  # the step whose state a final observation continues -> (its last frame's stamp, t)
         for t in range(steps):
@@ -534,8 +491,7 @@ class FrameStacks:
         return rows
 
     def reserve(self, needed: int):
-        """Enlarge the ring to hold `needed` frames (from the oldest a live transition reads to the newest), each
-        frame kept under its stamp."""
+        """Grow the ring to hold `needed` frames (the oldest a live transition reads to the newest)."""
         if needed <= self.capacity:
             return
         capacity = max(needed, self.capacity + self.capacity // 8)
@@ -568,7 +524,8 @@ class FrameStacks:
         self.written, self.last = state["written"], [None] * self.num_envs
         frames = state["frames"].to(self.device)
         self.reserve(frames.shape[0])
-        self.frames[torch.arange(self.written - frames.shape[0], self.written, device=self.device) % self.capacity] = frames
+        self.frames[torch.arange(self.written - frames.shape[0], self.written,
+                                 device=self.device) % self.capacity] = frames
 
 
 class FrameStackReplayBuffer(FrameStacks, ReplayBuffer):
@@ -580,23 +537,15 @@ class FrameStackPrioritizedReplayBuffer(FrameStacks, PrioritizedReplayBuffer):
 
 
 class SequenceReplayBuffer(PrioritizedReplayBuffer):
-    """R2D2's replay (Kapturowski et al., ICLR 2019, section 2.3): fixed-length sequences of one env copy's steps, each
-    stored with the recurrent memory the explorer had at its first step, prioritized as whole sequences
-    (PrioritizedReplayBuffer's trees and importance weights over sequences; max_len counts sequences).
-
-    A sequence is burn_in + seq_len steps: the k-th of an episode trains on its steps [k * stride, k * stride +
-    seq_len), stride = seq_len // 2 (adjacent ones overlap by half, as the paper's 80 by 40), after a prefix of the
-    burn_in steps before them, which only refresh the stored state. A prefix before the episode's start holds the
-    previous episode's last steps (padding at the run's start); the core zeroes its memory at the episode's first step
-    anyway (AgentNet.RecurrentCore). Steps after the episode's end (the next episode's, which start from zero again)
-    are padding: `mask` is 1 only on the training steps of the sequence's own episode, so a sequence never mixes
-    episodes without a mask. Each step's n-step return is computed inside its sequence (n_step_returns): it never runs
-    across its episode's end (terminated: no bootstrap; truncated: from the final observation), and the sequence's
-    end shortens it, exactly. The bootstrap state of step t is the one after its return's last step, last[t].
-
-    extend takes the explorer's steps (T * N, ...) in step-then-env order (AgentR2D2.explore_env), keeps each copy's
-    last window - 1 steps, so that sequences span rounds, and stores a sequence once its last step is explored; its
-    add_size counts explored steps, as repeat_times does. A resumed run starts new episodes: the kept steps restart."""
+    """R2D2's replay (Kapturowski et al., ICLR 2019, section 2.3): fixed-length sequences of one env copy's steps,
+    each with the explorer's memory at its first step, prioritized as whole sequences (max_len counts sequences).
+    A sequence is burn_in + seq_len steps: the k-th of an episode trains on steps [k * stride, k * stride + seq_len),
+    stride = seq_len // 2 (overlap by half, as the paper's 80 by 40), after burn_in steps that only refresh the
+    stored memory. `mask` is 1 only on the training steps of the sequence's own episode. n-step returns stay inside
+    the sequence (n_step_returns: terminated, no bootstrap; truncated, from the final observation); step t
+    bootstraps from the state after last[t]. extend takes (T * N, ...) steps in step-then-env order
+    (AgentR2D2.explore_env) and keeps each copy's last window - 1 steps, so sequences span rounds; add_size counts
+    explored steps. A resumed run restarts the kept steps."""
 
     alpha, beta = 0.9, 0.6  # priority and importance-sampling exponents of the R2D2 paper (Table 2)
 
@@ -671,16 +620,11 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
 
 class HindsightReplayBuffer(ReplayBuffer):
     """Hindsight experience replay (Andrychowicz et al. arXiv:1707.01495) for goal envs, whose flat states are
-    [observation, achieved_goal, desired_goal] (extras.goals.GoalObservation), each goal goal_dim long. A sampled
-    transition keeps its goal with probability 1 / (her_k + 1); otherwise its goal (in state and next_state) becomes
-    the goal achieved after a step drawn uniformly from this one to its episode's last stored step, and its reward
-    and discount are recomputed for it by `feedback` (the env's compute_reward and compute_terminated): the "future"
-    strategy with k = her_k (section 4.5; relabelled as the batch is drawn, so an episode still under way offers the
-    steps it has so far). Needs one-step transitions: an n-step reward belongs to the goal it was summed for.
-
-    extend takes the trajectory with one more tensor, not_done (T * N,) in its step-then-env order (False where the
-    step ended the episode), from which each transition learns its episode's last step; the N env copies write at
-    absolute indices t * N + env, so an episode's steps lie num_envs apart."""
+    [observation, achieved_goal, desired_goal] (extras.goals.GoalObservation). With probability her_k / (her_k + 1)
+    a sampled transition's goal becomes one achieved at a uniformly drawn later step of its episode, its reward and
+    discount recomputed by `feedback` (compute_reward, compute_terminated): the "future" strategy, k = her_k
+    (section 4.5), relabelled at sampling. One-step transitions only: an n-step reward belongs to its goal.
+    extend takes one more tensor, not_done (T * N,) in step-then-env order; copies write at indices t * N + env."""
 
     def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, *,
                  goal_dim: int, feedback: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
@@ -752,13 +696,14 @@ class HindsightReplayBuffer(ReplayBuffer):
                                        "max_len": self.max_len, "num_envs": self.num_envs}
 
     def load_state_dict(self, state: dict):
-        """A resumed run starts new episodes (AgentRun.train_serial), so the ones under way end at their last step.
-        The episode bookkeeping holds for the capacity and the env copies it was written with only."""
+        """A resumed run starts new episodes, so the ones under way end at their last step; the bookkeeping holds
+        only for the capacity and env copies it was written with."""
         for name in ("max_len", "num_envs"):
             if state[name] != getattr(self, name):
-                setting = "max_memo" if name == "max_len" else "num_envs * num_workers"  # a round's env copies
-                raise RefusedError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved hindsight replay "
-                                   f"was written with {setting}={state[name]}; resume with that, or if_save_buffer=False")
+                setting = "buffer_size" if name == "max_len" else "num_envs * num_workers"  # a round's env copies
+                raise RefusedError(f"{setting}={getattr(self, name)} is not accepted on resume: the saved "
+                                   f"hindsight replay was written with {setting}={state[name]}; resume with that, "
+                                   f"or if_save_buffer=False")
         super().load_state_dict(state)
         self.total = state["total"]
         self.open_start = torch.full((self.num_envs,), self.total, device=self.device) + torch.arange(
@@ -776,8 +721,9 @@ class RolloutBuffer:
     def extend(self, states, actions, log_probs, rewards, not_terminated, not_done, next_states):
         """next_states[t] is the observation step t led to: on truncation the final observation of the cut
         episode (gymnasium's info["final_obs"]), not the reset one that the next step starts from."""
-        states, actions, log_probs, rewards, not_terminated, not_done, next_states = (  # a no-op where they are already
-            tensor.to(self.device) for tensor in (states, actions, log_probs, rewards, not_terminated, not_done, next_states))
+        states, actions, log_probs, rewards, not_terminated, not_done, next_states = (  # a no-op if already there
+            tensor.to(self.device)
+            for tensor in (states, actions, log_probs, rewards, not_terminated, not_done, next_states))
         # (T, N, state_dim), (T, N, ...), and (T, N), or a team's every agent's (T, N, num_agents)
         self.states, self.actions, self.log_probs = states, actions, log_probs
         self.rewards, self.not_terminated, self.not_done = rewards, not_terminated, not_done  # (T, N) each
@@ -786,13 +732,13 @@ class RolloutBuffer:
 
     def get_advantages(self, values: torch.Tensor, next_values: torch.Tensor, gamma: float, lambda_gae: float
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """GAE(lambda) advantages and the critic's targets (advantage + value), (T, N) each
-        (Schulman et al. arXiv:1506.02438, eq. 16). values = V(states), next_values = V(next_states).
-        The TD error bootstraps unless the step terminated, so a truncated step bootstraps from the value
-        of its final observation; the sum over later TD errors stops at every episode end. A team's every agent's
-        rewards and values, (T, N, num_agents), give every agent's advantages."""
+        """GAE(lambda) advantages and critic targets (advantage + value), (T, N) each (Schulman et al.
+        arXiv:1506.02438, eq. 16); values = V(states), next_values = V(next_states). A truncated step bootstraps from
+        its final observation's value, a terminated one not; the sum stops at every episode end. A team's rewards
+        and values (T, N, num_agents) give every agent's advantages."""
         columns = (1,) * (self.rewards.dim() - self.not_done.dim())  # one per agent of a team's rewards
-        not_terminated, not_done = (flags.view(*flags.shape, *columns) for flags in (self.not_terminated, self.not_done))
+        not_terminated, not_done = (flags.view(*flags.shape, *columns)
+                                    for flags in (self.not_terminated, self.not_done))
         deltas = self.rewards + gamma * not_terminated * next_values - values  # (T, N) or (T, N, num_agents)
         advantages = torch.empty_like(deltas)
         gae = torch.zeros_like(deltas[0])  # (N,) or (N, num_agents)
@@ -846,7 +792,7 @@ def minibatches(tensors: tuple[torch.Tensor, ...], batch_size: int, epochs: floa
     """round(epochs) (at least one) passes over samples in a fresh random order, each cut into minibatches of
     batch_size: yields one tuple of aligned slices of `tensors` (T, ...) per minibatch."""
     for _ in range(max(1, round(epochs))):
-        # one shuffled copy per epoch, cut into minibatch views: one gather per tensor and epoch, not per minibatch
+        # one shuffled copy per epoch, cut into views: one gather per tensor and epoch
         perm = torch.randperm(tensors[0].shape[0], device=tensors[0].device)
         yield from zip(*(tensor[perm].split(batch_size) for tensor in tensors), strict=True)
 
@@ -855,13 +801,10 @@ def minibatches(tensors: tuple[torch.Tensor, ...], batch_size: int, epochs: floa
 
 
 class AgentBase:
-    """What every agent shares: its networks (act_class, cri_class, targets where it keeps them, one Adam optimizer
-    each), acting, saving, and extra values for the recorder. Its subclasses add how to explore and learn:
-    AgentOffPolicy into and from a replay buffer, AgentOnPolicy from vectorised rollouts.
-
-    A subclass sets if_off_policy, and train_defaults and hyper_defaults: the loop settings and the keyword
-    hyperparameters of __init__ that suit it, from which Arguments fills the fields left at None (DESIGN.md: defaults
-    come from the agent, never from a per-task table)."""
+    """What every agent shares: networks (act_class, cri_class, optional targets, one Adam each), acting, saving
+    and recorder values; AgentOffPolicy and AgentOnPolicy add exploring and learning. A subclass sets
+    if_off_policy, train_defaults and hyper_defaults (loop settings, __init__'s keyword hyperparameters), which
+    fill the Arguments left at None: defaults come from the agent, never from a per-task table."""
 
     if_off_policy: bool
     if_discrete = False
@@ -872,30 +815,18 @@ class AgentBase:
     if_act_target = if_cri_target = False  # whether to keep frozen target copies of the actor and the critic
     if_act_optimizer = True  # False: something other than Adam moves the actor (TRPO's line search)
     if_async = False  # True: workers step shared networks without a learner (AgentA3C; AgentRun.train_async)
-    # False: its steps use more than gradients (a line search, Fisher factors), which the ranks of data-parallel
-    # learners (AgentRun.train_distributed) do not average, so their networks would part
+    # False: its steps use more than gradients (line search, Fisher factors), which torchrun's ranks do not average
     if_data_parallel = True
-    # True: every network standardises its states by the running mean and std of the explored ones (AgentNet.StateNorm,
-    # update_state_norm); a hyperparameter of the agents whose hyper_defaults name it
-    if_state_norm = False
-    # True: learning takes the sign of every reward (learned_reward), the evaluation the raw score; a hyperparameter of
-    # the agents that take images (if_image_states), whose hyper_defaults name it: None there clips on ALE/ ids only
-    # (Arguments.resolve), the papers' Atari setting; R2D2's False never clips
+    if_state_norm = False  # True: networks standardise states by running statistics (AgentNet.StateNorm)
+    # True: learn from the rewards' signs (learned_reward), evaluate raw scores; image agents' None: on ALE/ ids only
     if_clip_reward = False
-    # True: its networks take image observations (state_dim an image's shape: AgentNet.ImageEncoder)
-    if_image_states = False
+    if_image_states = False  # True: its networks take images (state_dim an image's shape: AgentNet.ImageEncoder)
     if_multi_agent = False  # True: a team's agent (MultiAgent) on a PettingZoo env
-    # True: its networks carry a memory per env copy (AgentRecurrentPPO, AgentR2D2), which the evaluator restarts per
-    # episode (reset_memory, keep_memory); the serial and multiprocess loops, not torchrun
-    if_recurrent = False
-    # True: explore_env ends each trajectory with its transitions' absolute TD errors, from which a
-    # PrioritizedReplayBuffer sets their first priorities (AgentApeX's explorers compute them)
-    if_explorer_priorities = False
+    if_recurrent = False  # True: a memory per env copy, restarted per episode (reset_memory); not under torchrun
+    if_explorer_priorities = False  # True: trajectories end with TD errors, the first priorities (AgentApeX)
     net_keywords = ()  # the hyperparameters that act_class and cri_class take (a team's num_agents)
     if_agent_rewards = False  # True: a team's agent with a value per agent, which can learn each agent's own reward
-    # the actor's step size, None: learning_rate (Spinning Up's pi_lr beside q_lr); a hyperparameter of the agents with
-    # an actor that an optimizer steps, whose hyper_defaults name it
-    actor_learning_rate = None
+    actor_learning_rate = None  # the actor's step size; None: learning_rate (Spinning Up's pi_lr beside q_lr)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -911,17 +842,17 @@ class AgentBase:
         self.act = self.act_target = self.cri = self.cri_target = None
         self.act_optimizer = self.cri_optimizer = None
         if self.if_state_norm and is_image(state_dim):
-            raise RefusedError(f"if_state_norm=True is not accepted with image observations (shape {tuple(state_dim)}): "
-                               f"their encoder scales pixels inside the network (AgentNet.ImageEncoder); it accepts "
-                               f"flat Box observations (state_dim,); pass if_state_norm=False")
+            raise RefusedError(f"if_state_norm=True is not accepted with image observations "
+                               f"(shape {tuple(state_dim)}): their encoder scales pixels inside the network "
+                               f"(AgentNet.ImageEncoder); it accepts flat Box observations (state_dim,); pass "
+                               f"if_state_norm=False")
         self.init_networks()
         if self.if_state_norm:
             for module in self.state_takers():
                 module.state_norm = StateNorm(state_dim).to(self.device)
 
     def init_networks(self):
-        """Actor, critic, their frozen targets and one optimizer each (new_optimizer; the actor none without
-        if_act_optimizer)."""
+        """Actor, critic, their frozen targets, one optimizer each (the actor none without if_act_optimizer)."""
         keywords = {name: getattr(self, name) for name in self.net_keywords}
         self.act = self.act_class(self.net_dim, self.state_dim, self.action_dim, **keywords).to(self.device)
         self.cri = self.cri_class(self.net_dim, self.state_dim, self.action_dim, **keywords).to(self.device)
@@ -940,8 +871,7 @@ class AgentBase:
         return state.shape[:state.dim() - (len(self.state_dim) if is_image(self.state_dim) else 1)]
 
     def as_state_tensor(self, state) -> torch.Tensor:
-        """States on the agent's device: flat ones as float32, images in their own dtype (uint8, bool), which the
-        buffers store and the networks scale (AgentNet.ImageEncoder)."""
+        """States on the device: flat ones as float32, images in their own dtype (the networks scale them)."""
         return torch.as_tensor(state, dtype=None if is_image(self.state_dim) else torch.float32, device=self.device)
 
     @torch.no_grad()
@@ -952,21 +882,17 @@ class AgentBase:
         return action.cpu().numpy()
 
     def reset_memory(self, num_envs: int):
-        """A recurrent agent's acting memory (select_action) at zero for num_envs episodes that start side by side
-        (AgentRun.run_episodes); nothing for an agent without memory."""
+        """Zero a recurrent agent's acting memory for num_envs episodes side by side; nothing here."""
 
     def keep_memory(self, rows: list[int]):
-        """Keep the rows of the acting memory whose episodes go on, in that order (the others ended); nothing for an
-        agent without memory."""
+        """Keep the acting memory's rows of the episodes that go on, in that order; nothing here."""
 
     def set_env_copies(self, first: int, total: int):
-        """The explorer acting with this agent steps env copies first, first + 1, ... of the `total` that explore a
-        round together (every explorer's, worker by worker: AgentRun.Explorer); nothing for an agent that acts alike in
-        every copy (AgentApeX's epsilon differs)."""
+        """This explorer steps env copies first, first + 1, ... of the round's `total` (AgentRun.Explorer); nothing
+        here (AgentApeX's epsilon differs per copy)."""
 
     def policy_module(self) -> nn.Module:
-        """The deterministic policy as one module, states -> the actions select_action(deterministic=True) takes (the
-        module AgentRun.export writes)."""
+        """The deterministic policy as one module, as select_action(deterministic=True) (AgentRun.export)."""
         return self.act
 
     def extra_stats(self) -> dict[str, float]:
@@ -974,9 +900,8 @@ class AgentBase:
         return {}
 
     def learned_reward(self, reward, info: dict):
-        """The reward the agent learns from, of the env's step (reward and info; a vector env's, one per copy): the
-        env's, or its sign with if_clip_reward (DQN, Mnih et al. 2015: one learning rate for games whose scores differ
-        in scale). The env's own rewards stay raw: the returns the recorder reports are the game's score."""
+        """The reward learned from: the env's, or its sign with if_clip_reward (DQN, Mnih et al. 2015: one learning
+        rate for any score scale); the recorder still reports raw scores."""
         return np.sign(reward) if self.if_clip_reward else reward
 
     def state_takers(self) -> list[nn.Module]:
@@ -990,10 +915,8 @@ class AgentBase:
 
     @torch.no_grad()
     def update_state_norm(self, states: torch.Tensor):
-        """With if_state_norm, merge explored states (..., state_dim) into the statistics of every network's StateNorm,
-        the same in all of them: a target network that standardised otherwise would value other inputs. Among
-        data-parallel learners (torch.distributed initialised) every rank's states count, so their networks stay equal.
-        Nothing else changes the statistics: evaluation and replay act on them as they are."""
+        """With if_state_norm, merge explored states (..., state_dim) over every torch.distributed rank into every
+        network's StateNorm alike (a target that standardised otherwise would value other inputs)."""
         if not self.if_state_norm:
             return
         norms = [module.state_norm for module in self.state_takers()]
@@ -1035,26 +958,22 @@ class AgentOffPolicy(AgentBase):
     explore), get_next_q (the bootstrap value), get_obj_critic, get_obj_actor, or extra_update."""
 
     if_off_policy = True
-    train_defaults = dict(net_dim=128, batch_size=128, max_memo=2 ** 20, target_step=256, repeat_times=1.0, num_envs=1,
-                          num_workers=1,
-                          # uniformly random actions before learning, as the TD3 paper does (section 6.1): without them
-                          # TD3 hovered on LunarLanderContinuous-v3 (History/UPDATE_LOG.md, 2026-11-22)
+    train_defaults = dict(net_dim=128, batch_size=128, buffer_size=2 ** 20, steps_per_round=256, repeat_times=1.0,
+                          num_envs=1, num_workers=1,
+                          # random warm-up as the TD3 paper's (section 6.1); History/UPDATE_LOG.md, 2026-11-22
                           random_steps=10_000,
                           if_save_buffer=True,  # checkpoints hold the replay buffer's filled part
                           if_per=False,  # uniform replay; True: PrioritizedReplayBuffer
                           her_k=4,  # on a goal env, 4 hindsight goals per kept one: the HER paper's best (Figure 6)
                           # the serial loop: SAC learned no faster in processes (History/UPDATE_LOG.md, 2026-11-22)
                           if_multiprocess=False)
-    # Keyword hyperparameters of __init__ with their defaults; subclasses extend the dict.
     # 2e-3 and 0.02 (batch 128): DDPG and SAC need fewer updates than at TD3's (History/UPDATE_LOG.md, 2026-11-23)
     hyper_defaults = dict(learning_rate=2e-3, gamma=0.99, reward_scale=1.0, soft_update_tau=0.02,
                           n_step=1,  # rewards summed before the bootstrap (n-step returns, n_step_returns)
                           if_state_norm=False)  # standardised states (AgentNet.StateNorm)
     criterion = nn.MSELoss(reduction="none")  # regression loss of the critic, per transition
     policy_delay = 1  # the actor steps once every policy_delay critic steps (TD3 sets 2)
-    # True: the targets and extra_update wait for the actor's steps (TD3's delayed updates); False: they follow every
-    # critic step, and only the actor waits (ModSAC)
-    if_delay_targets = True
+    if_delay_targets = True  # targets and extra_update wait for the actor's steps (TD3); False: every step (ModSAC)
     if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
     if_cri_target = True
 
@@ -1067,9 +986,8 @@ class AgentOffPolicy(AgentBase):
     # -- exploring --
 
     def explore_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
-        """Step a gymnasium env `horizon` times with the exploring policy (if_random: with uniformly random
-        actions, the warm-up before learning starts), continuing the episode the last call left. Returns the
-        transitions as_transitions makes of them. A vector env (autoreset SAME_STEP) is stepped by explore_vector_env."""
+        """Step a gymnasium env `horizon` times with the exploring policy (if_random: uniformly random actions, the
+        warm-up), continuing the last call's episode; returns as_transitions' tensors. Vector envs: explore_vector_env."""
         self.noise_steps = max(2, episode_length(env))  # ColoredNoise's lowest non-zero frequency needs two steps
         if hasattr(env, "num_envs"):
             return self.explore_vector_env(env, horizon, if_random)
@@ -1079,15 +997,14 @@ class AgentOffPolicy(AgentBase):
             action = self.random_action(state=state) if if_random else self.select_action(state)
             next_state, reward, terminated, truncated, info = env.step(action)
             # a truncated episode still bootstraps from next_state, its final observation, not the reset one
-            steps.append((state, action, self.learned_reward(reward, info), not terminated, not (terminated or truncated),
-                          next_state))
+            steps.append((state, action, self.learned_reward(reward, info), not terminated,
+                          not (terminated or truncated), next_state))
             state = env.reset()[0] if terminated or truncated else next_state
         self.last_state = state
         return self.as_transitions(*(np.array(column)[:, None] for column in zip(*steps)))  # (horizon, 1, ...) each
 
     def explore_vector_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
-        """explore_env for a vector env of N copies: one policy call acts for all of them, which costs about what
-        one env's call does. The horizon * N transitions come back step by step, env by env, as explore_env's."""
+        """explore_env for a vector env of N copies, one policy call for all; transitions step by step, env by env."""
         check_same_step(self, env)
         state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
         steps = []
@@ -1100,12 +1017,12 @@ class AgentOffPolicy(AgentBase):
         self.last_state = state
         return self.as_transitions(*map(np.stack, zip(*steps)))  # (horizon, N, ...) each
 
-    def as_transitions(self, states, actions, rewards, not_terminated, not_done, next_states) -> tuple[torch.Tensor, ...]:
-        """Arrays of T steps of N envs, (T, N, ...) -> the T * N transitions (states, actions, rewards, discounts,
-        next_states) that ReplayBuffer.extend takes, step by step, env by env: rewards are the n-step returns of the
-        rewards times reward_scale, discounts gamma^k * not_terminated, next_states the states k steps on
-        (n_step_returns); discrete actions (T * N, 1) integers, a team's (T * N, num_agents); a team's rewards of every
-        agent (T * N, num_agents) where its agents learn from their own."""
+    def as_transitions(self, states, actions, rewards, not_terminated, not_done, next_states
+                       ) -> tuple[torch.Tensor, ...]:
+        """Arrays (T, N, ...) -> the T * N transitions ReplayBuffer.extend takes, step by step, env by env: rewards
+        are n-step returns times reward_scale, discounts gamma^k * not_terminated, next_states the states k steps on
+        (n_step_returns); discrete actions (T * N, 1), a team's (T * N, num_agents), as are its rewards where its
+        agents learn their own."""
         as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
         rewards, discounts, last = n_step_returns(as_tensor(rewards) * self.reward_scale, as_tensor(not_terminated),
                                                   as_tensor(not_done), self.gamma, self.n_step)
@@ -1118,28 +1035,26 @@ class AgentOffPolicy(AgentBase):
         return tuple(t.flatten(0, 1) for t in (self.as_state_tensor(states), actions, rewards, discounts, next_states))
 
     def random_action(self, num_envs: int | None = None, state: np.ndarray | None = None) -> np.ndarray:
-        """Uniform in [-1, 1]: the standard normal CDF of standard_noise, rescaled (uniform at every step, coloured
-        along the steps as the exploration noise is); (action_dim,), or (num_envs, action_dim) for a vector env."""
+        """Uniform in [-1, 1], (action_dim,) or (num_envs, action_dim): the normal CDF of standard_noise, so it is
+        coloured along the steps as the exploration noise is."""
         draws = self.standard_noise((*(() if num_envs is None else (num_envs,)), self.action_dim), self.random_beta)
         return torch.erf(draws / math.sqrt(2)).cpu().numpy()
 
     def standard_noise(self, shape: tuple[int, ...], beta: float) -> torch.Tensor:
-        """Standard normal draws for one exploring step, coloured along the steps by beta (ColoredNoise): the
-        warm-up's random_beta, the policy's noise_beta. One stream per shape and colour, so a new one begins where
-        either changes (one env, a vector env's copies; the warm-up's end where the two colours differ), each sequence
-        as long as the explored env's episodes (noise_steps)."""
-        if self.noise is None or (self.noise.shape, self.noise.beta, self.noise.seq_len) != (shape, beta, self.noise_steps):
+        """Standard normal draws for one step, coloured by beta (ColoredNoise: the warm-up's random_beta, the
+        policy's noise_beta); a new stream where shape or colour changes, its sequences episode-long (noise_steps)."""
+        if self.noise is None or ((self.noise.shape, self.noise.beta, self.noise.seq_len)
+                                  != (shape, beta, self.noise_steps)):
             self.noise = ColoredNoise(beta, shape, self.noise_steps, device=self.device)
         return self.noise.sample()
 
     # -- learning --
 
     def update_net(self, buffer: ReplayBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
-        """repeat_times gradient steps of the critic per transition added since the last call (the
-        update-to-data ratio); a critic step after which if_actor_step says so also steps the actor; extra_update
-        (SAC's temperature) and the targets' soft updates follow the actor's steps (if_delay_targets, TD3's delayed
-        updates) or every critic step. Returns mean objectives (obj_actor NaN in a call without an actor step, so that
-        every recorder row has the same columns) and mean_q (batch_mean_q)."""
+        """repeat_times critic steps per transition added since the last call (the update-to-data ratio); the actor
+        steps where is_actor_step says; extra_update and soft target updates follow the actor's steps
+        (if_delay_targets: TD3's delayed updates) or every critic step. Returns mean objectives (obj_actor NaN
+        without an actor step, so recorder rows keep their columns), mean_q and extra_stats."""
         update_times = max(1, int(buffer.add_size * repeat_times))
         buffer.add_size = 0
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
@@ -1151,7 +1066,7 @@ class AgentOffPolicy(AgentBase):
             buffer.update_priorities(idx, td_errors)
             sum_obj_critic = sum_obj_critic + obj_critic.detach()  # summed on the device: no sync per step
             self.critic_steps += 1
-            if_actor_step = self.if_actor_step(obj_critic)
+            if_actor_step = self.is_actor_step(obj_critic)
             if if_actor_step and self.act_optimizer is not None:
                 self.cri.requires_grad_(False)  # the actor's objective passes through the critic: no gradients for it
                 obj_actor = self.get_obj_actor(batch)
@@ -1171,19 +1086,17 @@ class AgentOffPolicy(AgentBase):
 
     @torch.no_grad()
     def batch_mean_q(self, batch: tuple[torch.Tensor, ...]) -> float:
-        """The critic's mean Q of the call's last batch, every head, in the env's reward units (divided by
-        reward_scale) beside the returns: a value that rises past any return the task pays is overestimation."""
+        """The critic's mean Q over the last batch and heads, in reward units: above any return is overestimation."""
         return torch.stack(self.get_q_heads(*batch[:2])).mean().item() / self.reward_scale
 
-    def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
-        """Whether the actor and the targets step after this critic step: every policy_delay-th, counted across
-        calls of update_net (TD3 paper, Algorithm 1)."""
+    def is_actor_step(self, obj_critic: torch.Tensor) -> bool:
+        """Every policy_delay-th critic step, counted across calls, steps the actor too (TD3 paper, Algorithm 1)."""
         return self.critic_steps % self.policy_delay == 0
 
-    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Regress every Q head onto reward + discount * next_q (discount = gamma^k * not_terminated), each
-        transition's loss times its weight (B,) or scalar; also returns each transition's absolute TD error (B,),
-        averaged over the heads, from which a PrioritizedReplayBuffer sets its priority."""
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Regress every Q head onto reward + discount * next_q, each loss times its weight; also returns each
+        transition's absolute TD error (B,), averaged over the heads, for PrioritizedReplayBuffer."""
         state, action, reward, discount, next_state = batch
         with torch.no_grad():
             q_target = reward + discount * self.get_next_q(next_state)  # (B,)
@@ -1202,21 +1115,20 @@ class AgentOffPolicy(AgentBase):
         return torch.stack(self.cri_target.get_q_heads(next_state, next_action)).min(dim=0).values
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Deterministic policy gradient: maximise Q(s, pi(s)) (Silver et al. 2014; Lillicrap et al. arXiv:1509.02971)."""
+        """Deterministic policy gradient, max Q(s, pi(s)) (Silver et al. 2014; Lillicrap et al. arXiv:1509.02971)."""
         state = batch[0]
         return -self.cri(state, self.act(state)).mean()
 
     def extra_update(self, batch: tuple[torch.Tensor, ...]):
-        """What else steps with the targets (SAC: its temperature; update_net says when); nothing here."""
+        """What else steps with the targets (SAC's temperature); nothing here."""
 
 
 # ---- DQN family (discrete actions) ----
 
 
 class ActionMasks:
-    """What a discrete agent needs for masks of legal actions (if_action_mask, a hyperparameter of the agents whose
-    hyper_defaults name it): the states end with the env's mask (extras.masks), and the agent never takes an illegal
-    action nor values a state by one. Put it first among the bases: class AgentDQN(ActionMasks, AgentOffPolicy)."""
+    """Masks of legal actions for discrete agents (if_action_mask): states end with the env's mask (extras.masks);
+    no illegal action is taken or bootstrapped from. First among the bases: AgentDQN(ActionMasks, AgentOffPolicy)."""
 
     if_action_mask = False
 
@@ -1227,8 +1139,7 @@ class ActionMasks:
                 module.if_action_mask = True
 
     def legal(self, values: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """values (..., action_dim) of every action at state, its illegal actions' at AgentNet.ILLEGAL (no max or
-        argmax picks one) where the states carry a mask."""
+        """values (..., action_dim), illegal actions' at AgentNet.ILLEGAL (never a max) where states carry a mask."""
         return legal_only(values, state) if self.if_action_mask else values
 
     def uniform_action(self, shape: tuple[int, ...], state: torch.Tensor) -> torch.Tensor:
@@ -1252,8 +1163,8 @@ class AgentDQN(ActionMasks, AgentOffPolicy):
 
     if_discrete = True
     if_image_states = True  # the DQN family up to Rainbow: its Q-networks take images (AgentNet.mlp)
-    # reward_scale 0.1 keeps CartPole's Q-values (up to 100 unscaled) where the Huber loss is quadratic; half an update
-    # of batch 64 per step halves the update cost, which dominates the run (History/UPDATE_LOG.md, 2026-11-23)
+    # reward_scale 0.1 keeps Q where the Huber loss is quadratic; half an update of batch 64 per step halves the
+    # dominant update cost (History/UPDATE_LOG.md, 2026-11-23)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1,
                                                      if_noisy=False,  # noisy layers (NoisyLinear) explore instead
@@ -1276,9 +1187,8 @@ class AgentDQN(ActionMasks, AgentOffPolicy):
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """state (state_dim,) or (batch, state_dim) -> integer action () or (batch,). Deterministic: greedy, with
-        noisy layers at their mean (eval mode); exploring: epsilon-greedy, noisy layers with fresh noise. Legal actions
-        only, if_action_mask."""
+        """state (state_dim,) or (batch, state_dim) -> integer action () or (batch,): greedy (noisy layers at their
+        mean) or epsilon-greedy (fresh noise); legal actions only with if_action_mask."""
         state = self.as_state_tensor(state)
         with eval_mode(self.cri, deterministic and self.if_noisy):  # a switch costs a fifth of a forward: only if noisy
             action = self.legal(self.cri(state), state).argmax(dim=-1)
@@ -1287,14 +1197,12 @@ class AgentDQN(ActionMasks, AgentOffPolicy):
         return action.cpu().numpy()
 
     def epsilon_greedy(self, action: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """The greedy actions (batch,) at state, each replaced by a uniformly random (legal) one with probability
-        explore_rates (explore_rate; AgentApeX: one per env copy)."""
+        """Greedy actions (batch,), each replaced by a uniformly random legal one with probability explore_rates."""
         if_random = torch.rand(action.shape, device=self.device) < self.explore_rates(action.shape)
         return torch.where(if_random, self.uniform_action(action.shape, state), action)
 
     def explore_rates(self, shape: tuple[int, ...]) -> float | torch.Tensor:
-        """epsilon of each action of an exploring batch of that shape: explore_rate for all (AgentApeX: one per env
-        copy)."""
+        """epsilon of each action of an exploring batch: explore_rate (AgentApeX: one per env copy)."""
         return self.explore_rate
 
     def policy_module(self) -> nn.Module:
@@ -1334,24 +1242,16 @@ class AgentD3QN(AgentDoubleDQN):
 
 
 class AgentApeX(AgentD3QN):
-    """Ape-X DQN (Horgan et al. arXiv:1803.00933): many actors explore, each with its own epsilon, and compute their
-    transitions' first priorities; one learner replays them by priority with D3QN's 3-step double-Q target.
-
-    The paper's N actors are here the env copies of every explorer of the run, N = num_workers * num_envs, copy
-    worker * num_envs + j the actor i (set_env_copies), so the same rule serves the serial loop (one explorer of
-    num_envs copies) and the multiprocess one; actor i explores with eps_i = explore_rate^(1 + 7 i / (N - 1))
-    (explore_rates). The priorities come with the trajectory (as_transitions): the learner stores what its explorers
-    send. Scaled to one machine: num_workers explorer processes instead of 360 actors, the update ratio and the
-    soft-updated target of the DQN family here; prioritized replay with the paper's alpha 0.6 and beta 0.4
-    (PrioritizedReplayBuffer). Noisy layers (if_noisy) and uniform replay (if_per=False) are refused: the epsilons
-    explore, and the explorers' priorities are what the buffer replays by. The recorder's epsilon is explore_rate, the
-    largest, actor 0's."""
+    """Ape-X DQN (Horgan et al. arXiv:1803.00933): actors explore with their own epsilons and compute their
+    transitions' first priorities; one learner replays by priority with D3QN's 3-step double-Q target. The paper's
+    N actors are the run's env copies, N = num_workers * num_envs (set_env_copies), copy i exploring with
+    eps_i = explore_rate^(1 + 7 i / (N - 1)) (explore_rates); explorer processes stand for its 360 actors.
+    Noisy layers and uniform replay are refused: epsilons explore, explorers' priorities drive replay."""
 
     # explore_rate 0.4: the paper's epsilon, the base of every actor's eps_i
     hyper_defaults = {name: value for name, value in AgentD3QN.hyper_defaults.items() if name != "if_noisy"} | dict(
         explore_rate=0.4, n_step=3)
-    # two explorer processes (16 env copies): on 2 cores faster to CartPole-v1's target than the serial loop
-    # (History/UPDATE_LOG.md, 2026-11-26); if_multiprocess=False runs one explorer of num_envs copies
+    # two explorer processes: faster than the serial loop on 2 cores (History/UPDATE_LOG.md, 2026-11-26)
     train_defaults = AgentD3QN.train_defaults | dict(if_per=True, num_workers=2, if_multiprocess=True)
     net_keywords = ()  # no noisy layers: its epsilons explore
     if_noisy = False
@@ -1363,19 +1263,17 @@ class AgentApeX(AgentD3QN):
         self.env_copies = (first, total)
 
     def explore_rates(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """eps_i = explore_rate^(1 + epsilon_alpha * i / (N - 1)) of the env copy i of N that each action is for (Ape-X
-        paper, section 4.1; explore_rate where N = 1): the copies of set_env_copies, else the batch's own rows."""
+        """eps_i = explore_rate^(1 + epsilon_alpha * i / (N - 1)) of each action's env copy i of N (Ape-X paper,
+        section 4.1): the copies of set_env_copies, else the batch's rows."""
         count = math.prod(shape)
         first, total = self.env_copies or (0, count)
         index = torch.arange(first, first + count, dtype=torch.float32, device=self.device)
         return (self.explore_rate ** (1 + self.epsilon_alpha * index / max(1, total - 1))).reshape(shape)
 
     def as_transitions(self, *steps: np.ndarray) -> tuple[torch.Tensor, ...]:
-        """AgentOffPolicy's transitions and, last, their absolute n-step TD errors |R + discount * max_a Q(s', a) -
-        Q(s, a)| (B,) by the explorer's own copy of the Q-network, from which the buffer sets their priorities (Ape-X
-        paper, Algorithm 1, ComputePriorities). An explorer process holds only the learner's online network (the weights
-        it is sent), so that copy plays the target network's role too: Double DQN's target with one network is max_a
-        Q(s', a). The serial loop computes them the same way, with the learner's online network."""
+        """AgentOffPolicy's transitions and, last, their absolute n-step TD errors (B,) by the explorer's Q-network:
+        the first priorities (Ape-X paper, Algorithm 1, ComputePriorities). An explorer holds only the online
+        weights, so its target is that network's max_a Q(s', a), in the serial loop too."""
         transitions = super().as_transitions(*steps)
         state, action, reward, discount, next_state = transitions
         with torch.no_grad():
@@ -1389,16 +1287,16 @@ class AgentC51(AgentDQN):
     returns on num_atoms fixed values in [v_min, v_max] (QNetDist) and learns by the cross-entropy to the
     distributional Bellman target, projected back onto those values."""
 
-    # [-10, 10] holds the discounted returns of the benchmark tasks at DQN's reward_scale 0.1 (CartPole: 10 at most)
+    # [-10, 10] holds the benchmark tasks' discounted returns at DQN's reward_scale 0.1
     hyper_defaults = AgentDQN.hyper_defaults | dict(num_atoms=51, v_min=-10.0, v_max=10.0)
     net_keywords = AgentDQN.net_keywords + ("num_atoms", "v_min", "v_max")
     cri_class = QNetDist
 
-    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cross-entropy between the projected target distribution of r + discount * z at the next action and the
-        predicted one at the action taken (C51 paper, Algorithm 1), per transition times its weight; and, for the
-        priorities, the KL divergence between the two (B,), as Rainbow prioritises (its section 3): the same gradient,
-        without the target's own entropy, which would rank learned transitions by how spread their targets are."""
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-entropy of the prediction at the action taken against the projected target of r + discount * z
+        (C51 paper, Algorithm 1), times the weights; priorities by the KL between the two (B,), as Rainbow's
+        (section 3): the same gradient, not ranked by the target's own entropy."""
         state, action, reward, discount, next_state = batch
         rows = torch.arange(reward.shape[0], device=self.device)
         support = self.cri.support  # (num_atoms,)
@@ -1439,7 +1337,7 @@ class AgentDDPG(AgentOffPolicy):
     (TD3 paper, section 6.1, found no benefit in OU)."""
 
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(actor_learning_rate=None,  # None: learning_rate
-                                                          explore_noise=0.1,  # std of the action noise, actions in [-1, 1]
+                                                          explore_noise=0.1,  # action noise std, actions in [-1, 1]
                                                           noise_beta=0.0,  # its colour (ColoredNoise): 0 white, 1 pink
                                                           random_beta=1.0)  # the random warm-up's colour (AgentSAC)
     act_class, cri_class = Actor, Critic
@@ -1484,16 +1382,17 @@ class AgentSAC(AgentOffPolicy):
 
     def init_networks(self):
         super().init_networks()
-        # alpha = exp(log_alpha) stays positive; it has its own optimizer, not a share of the actor's, or none: a fixed
-        # temperature, as Spinning Up's SAC has it
+        # alpha = exp(log_alpha) stays positive; its own optimizer, or none: a fixed alpha (Spinning Up's SAC)
         self.log_alpha = torch.tensor(np.log(self.alpha_init), dtype=torch.float32, device=self.device,
                                       requires_grad=self.if_tune_alpha)
-        self.alpha_optimizer = new_adam([self.log_alpha], self.learning_rate, self.device) if self.if_tune_alpha else None
+        self.alpha_optimizer = (new_adam([self.log_alpha], self.learning_rate, self.device) if self.if_tune_alpha
+                                else None)
         self.target_entropy = -float(self.action_dim)  # the heuristic of arXiv:1812.05905, section 5
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
         """A sample of the policy, its standard normal draws coloured along the steps by noise_beta."""
-        return self.act.get_action(state, self.standard_noise((*self.batch_shape(state), self.action_dim), self.noise_beta))
+        return self.act.get_action(state, self.standard_noise((*self.batch_shape(state), self.action_dim),
+                                                              self.noise_beta))
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Soft value of next_state: min of the target twins minus alpha * log pi (SAC paper, eq. 3). With n_step > 1
@@ -1526,10 +1425,9 @@ class AgentSAC(AgentOffPolicy):
 
 
 class AgentModSAC(AgentSAC):
-    """SAC as the 2020 three-file library modified it (ElegantRL's AgentModSAC, late 2020): twin Q heads on one shared
-    trunk (CriticTwinShared), an actor that steps less often while the critic is unreliable (if_actor_step), and log
-    alpha kept in [-16, 2]. As there, only the actor waits: the temperature steps and the critic's target soft-updates
-    after every critic step. The target keeps SAC's minimum of the two heads."""
+    """SAC as ElegantRL's 2020 three-file library modified it: twin Q heads on one trunk (CriticTwinShared), an
+    actor that steps less often while the critic is unreliable (is_actor_step), log alpha in [-16, 2]. Only the
+    actor waits: temperature and target step after every critic step; the target keeps SAC's min of two heads."""
 
     cri_class = CriticTwinShared
     if_delay_targets = False
@@ -1538,22 +1436,17 @@ class AgentModSAC(AgentSAC):
     target_spread = torch.ones(())  # the variance of the last batch's bootstrap values (get_next_q)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
-        # [the running average of the critic's relative loss, actor steps owed], a tensor (on the host) that
-        # checkpoints hold, so that a resumed run goes on with its lambda: a start at which the critic is half
-        # reliable, and the first critic step followed by an actor step. Before the base's __init__, whose StateNorm setup reads every part.
+        # [running average of the critic's relative loss, actor steps owed], saved so a resume keeps its lambda;
+        # starts half reliable, owing one step. Set before the base's __init__, whose StateNorm setup reads parts.
         self.actor_share = torch.tensor([math.sqrt(-math.log(0.5)), 1.0], dtype=torch.float64)
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
 
-    def if_actor_step(self, obj_critic: torch.Tensor) -> bool:
-        """The "reliable lambda": lambda = exp(-L^2), L a running average of the critic's relative loss, and the actor
-        takes 1 / (2 - lambda) steps per critic step, from half of them (an unreliable critic) to every one (a
-        reliable one). A credit that grows by that share and pays one actor step per unit spreads them evenly.
-        L is each head's mean squared TD error over the variance of the batch's bootstrap values (target_spread): the
-        share of the values' spread that the critic misses, whatever the reward's units. On the raw loss, lambda
-        stayed near 0 on every task measured (Pendulum-v1: L = 5.6), the actor on half the steps throughout; relative,
-        it reaches 1 as the critic fits (LunarLanderContinuous-v3: History/UPDATE_LOG.md, 2026-11-26). The loss is read
-        on the host each step: free on the CPU, a wait per step on a GPU. Data-parallel learners average it over the
-        ranks first, so that all of them step their actors alike and their all_reduce stays in step."""
+    def is_actor_step(self, obj_critic: torch.Tensor) -> bool:
+        """The "reliable lambda" = exp(-L^2), L a running average of the critic's relative loss (each head's mean
+        squared TD error over the variance of the bootstrap values, target_spread): the actor takes 1 / (2 - lambda)
+        steps per critic step, spread evenly by a credit. Relative, lambda reaches 1 as the critic fits; on the raw
+        loss it stayed near 0 (History/UPDATE_LOG.md, 2026-11-26). The loss is read on the host each step, averaged
+        over data-parallel ranks so their actors step alike."""
         relative = obj_critic.detach() / 2 / self.target_spread.clamp(min=1e-8)  # two heads' losses summed
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.all_reduce(relative)
@@ -1567,7 +1460,7 @@ class AgentModSAC(AgentSAC):
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """SAC's soft value of next_state; its variance over the batch is the scale of the critic's loss that
-        if_actor_step reads (target_spread)."""
+        is_actor_step reads (target_spread)."""
         next_q = super().get_next_q(next_state)
         self.target_spread = next_q.var()
         return next_q
@@ -1586,8 +1479,8 @@ class AgentTQC(AgentSAC):
     return (CriticQuantiles) and whose target drops the largest atoms of their pooled mixture, which controls the
     overestimation that SAC's minimum of two heads controls coarsely. The actor maximises the mean of every atom."""
 
-    # the zoo's step size and tau for TQC on BipedalWalkerHardcore-v3 (its step size without the decay): at the family's
-    # 2e-3 and 0.02 the critic diverged there (History/UPDATE_LOG.md, 2026-11-28)
+    # RL Zoo's TQC step size and tau (BipedalWalkerHardcore-v3): at the family's 2e-3 and 0.02 the critic diverged
+    # there (History/UPDATE_LOG.md, 2026-11-28)
     hyper_defaults = AgentSAC.hyper_defaults | dict(learning_rate=7.3e-4, soft_update_tau=0.01)
     cri_class = CriticQuantiles
     drop_per_critic = 2  # the largest atoms of the target mixture left out, per critic (the paper's d = 2, section 5)
@@ -1600,10 +1493,10 @@ class AgentTQC(AgentSAC):
         kept = atoms[:, :atoms.shape[1] - self.drop_per_critic * self.cri_target.num_critics]
         return kept - self.log_alpha.exp() * next_log_prob[:, None]
 
-    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The quantile Huber loss (kappa 1) of every critic's atoms against every kept target atom (TQC paper, section 4;
-        Dabney et al. arXiv:1710.10044, eq. 10), summed over the critics as SAC sums its heads' losses; each
-        transition's absolute TD error (B,) is that of the atoms' means."""
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Quantile Huber loss (kappa 1) of every critic's atoms against every kept target atom (TQC paper, section
+        4; Dabney et al. arXiv:1710.10044, eq. 10), summed over critics; TD errors (B,) of the atoms' means."""
         state, action, reward, discount, next_state = batch
         with torch.no_grad():
             q_target = reward[:, None] + discount[:, None] * self.get_next_q(next_state)  # (B, K)
@@ -1611,7 +1504,7 @@ class AgentTQC(AgentSAC):
         fractions = (torch.arange(quantiles.shape[2], device=self.device) + 0.5) / quantiles.shape[2]  # (M,)
         shape = (*quantiles.shape, q_target.shape[1])  # (B, N, M, K): every atom against every target atom, as views
         atom, target = quantiles[..., None].expand(shape), q_target[:, None, None, :].expand(shape)
-        huber = nn.functional.huber_loss(atom, target, reduction="none")  # one fused kernel: 3x faster on the CPU
+        huber = nn.functional.huber_loss(atom, target, reduction="none")  # one fused kernel, faster on the CPU
         with torch.no_grad():
             asymmetry = (fractions[:, None] - (target < atom).float()).abs()  # |tau_m - 1{target - atom < 0}|
         loss = (asymmetry * huber).mean(dim=(2, 3)).sum(dim=1)  # (B,)
@@ -1620,12 +1513,10 @@ class AgentTQC(AgentSAC):
 
 
 class SharedEncoder:
-    """The mixin of AgentInterAC and AgentInterSAC: an actor and a critic that share one state encoder, the first layer
-    of the actor's net (one Linear-ReLU; on images its ImageEncoder), which the critic encodes states with too
-    (CriticEncoded). The critic's loss alone trains it: the actor's step freezes the critic, encoder included, and the
-    actor's optimizer holds only the layers after it, as SAC+AE stops the actor's gradient at its shared encoder
-    (Yarats et al. arXiv:1910.01741); so each optimizer steps one objective, never a sum of them. The targets keep
-    their own slow copies of the encoder."""
+    """Mixin of AgentInterAC and AgentInterSAC: actor and critic share one state encoder, the actor's first layer
+    (Linear-ReLU, or its ImageEncoder), which CriticEncoded uses too. Only the critic's loss trains it (the actor's
+    optimizer holds the layers after it), as SAC+AE stops the actor's gradient at the encoder (Yarats et al.
+    arXiv:1910.01741): each optimizer steps one objective. Targets keep their own slow copies."""
 
     if_image_states = True  # the encoder is the actor's ImageEncoder; the critic's trunk takes its features
 
@@ -1640,10 +1531,8 @@ class SharedEncoder:
 
 
 class AgentInterAC(SharedEncoder, AgentDDPG):
-    """DDPG whose actor and critic share one state encoder (SharedEncoder): the 2020 three-file library's
-    AgentInterAC, its integrated actor-critic in DDPG's form. There the shared network stepped one objective, the
-    critic's plus the actor's weighted by the reliable lambda; here the critic's loss alone trains the encoder, as in
-    AgentInterSAC, so that the two optimizers never step a sum."""
+    """DDPG with one state encoder shared by actor and critic (SharedEncoder): the 2020 library's AgentInterAC,
+    except that the critic's loss alone trains the encoder (there, a lambda-weighted sum of both objectives)."""
 
     act_class, cri_class = ActorEncoded, CriticEncoded
 
@@ -1656,9 +1545,9 @@ class AgentInterSAC(SharedEncoder, AgentModSAC):
 
 
 class AgentDiscreteSAC(ActionMasks, AgentSAC):
-    """SAC for discrete actions (Christodoulou arXiv:1910.07207): a categorical policy, twin Q-networks that value
-    every action at once, and expectations over the policy's probabilities where continuous SAC samples an action;
-    the entropy enters the policy's objective and the temperature's, not the critic's target (get_next_q)."""
+    """SAC for discrete actions (Christodoulou arXiv:1910.07207): a categorical policy, twin Q-networks valuing
+    every action, expectations over the policy where SAC samples; the entropy enters the policy's and the
+    temperature's objectives, not the critic's target (get_next_q)."""
 
     if_discrete = True
     if_image_states = True
@@ -1669,8 +1558,7 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
     # a categorical policy samples actions, not noise
     hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items()
                       if name not in ("noise_beta", "random_beta")} | dict(if_action_mask=False, if_clip_reward=None)
-    # of the uniform policy's entropy log(action_dim); the paper's 0.98 ran alpha away, and with the entropy kept out of
-    # the target (get_next_q) 0.6 solved more LunarLander-v3 seeds than 0.3 (History/UPDATE_LOG.md, 2026-11-24)
+    # share of the uniform entropy log(action_dim): the paper's 0.98 ran alpha away (History/UPDATE_LOG.md, 2026-11-24)
     target_entropy_share = 0.6
 
     def init_networks(self):
@@ -1681,9 +1569,8 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
         return self.act.get_action_log_prob(state)[0]
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
-        """Value of next_state under the policy, sum_a pi(a|s') min Q_target(s', a): the paper's eq. 10 without its
-        entropy reward, as SACLite (Yu et al. arXiv:2201.12434) drops it. With it, alpha * H / (1 - gamma) paid the
-        agent for not ending episodes, and on LunarLander-v3 alpha ran away (History/UPDATE_LOG.md, 2026-11-24)."""
+        """sum_a pi(a|s') min Q_target(s', a), the paper's eq. 10 without the entropy reward (as SACLite, Yu et al.
+        arXiv:2201.12434), which paid for not ending episodes (History/UPDATE_LOG.md, 2026-11-24)."""
         probs = self.act.get_log_probs(next_state).exp()  # (B, action_dim)
         return (probs * torch.minimum(*self.cri_target.get_q_values(next_state))).sum(dim=-1)
 
@@ -1694,8 +1581,7 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
         return (log_probs.exp() * (self.log_alpha.exp().detach() * log_probs - q)).sum(dim=-1).mean()
 
     def extra_update(self, batch: tuple[torch.Tensor, ...]):
-        """The temperature's step on the exact entropy of the stepped policy (the paper's eq. 11); none for a fixed
-        alpha."""
+        """The temperature's step on the stepped policy's exact entropy (the paper's eq. 11); none if alpha is fixed."""
         if self.alpha_optimizer is None:
             return
         with torch.no_grad():
@@ -1704,8 +1590,8 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
         optimizer_step(self.alpha_optimizer, (self.log_alpha * (entropy - self.entropy_target(batch[0]))).mean())
 
     def entropy_target(self, state: torch.Tensor) -> torch.Tensor | float:
-        """target_entropy; with action masks, the same share of the uniform entropy over each state's legal actions,
-        (B,): a state with two legal actions cannot reach a share of log(action_dim), and would push alpha up forever."""
+        """target_entropy; with masks, the same share of each state's legal actions' uniform entropy, (B,): else a
+        state with few legal actions would push alpha up forever."""
         if not self.if_action_mask:
             return self.target_entropy
         return self.target_entropy_share * state[..., -self.action_dim:].sum(dim=-1).log()
@@ -1715,16 +1601,15 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
 
 
 class AgentOnPolicy(AgentBase):
-    """On-policy agents: a rollout of num_envs vectorised envs into a RolloutBuffer, GAE advantages (get_rollout_batch),
-    a critic V(s) regressed onto the returns (get_obj_critic) and the policy-gradient surrogate (get_obj_actor).
-    Subclasses say how they step on a rollout (update_net): VPG and TRPO step the actor once and fit the critic in
-    epochs, A2C (ACKTR, A3C) steps both once, PPO in epochs of minibatches."""
+    """On-policy agents: rollouts of num_envs vector envs (RolloutBuffer), GAE advantages (get_rollout_batch), a
+    critic V(s) regressed onto the returns, the policy-gradient surrogate (get_obj_actor). update_net differs: VPG
+    and TRPO step the actor once and fit the critic in epochs, A2C (ACKTR, A3C) steps both once, PPO in epochs."""
 
     if_off_policy = False
     if_image_states = True  # ActorPPO, ActorDiscretePPO and CriticValue take images (AgentNet.mlp)
     act_class, cri_class = ActorPPO, CriticValue
     # one step on a short rollout (A2C's); agents that step more than once on it add batch_size and repeat_times
-    train_defaults = dict(net_dim=64, target_step=256, num_envs=8, num_workers=1,
+    train_defaults = dict(net_dim=64, steps_per_round=256, num_envs=8, num_workers=1,
                           if_multiprocess=False)  # not measured faster in processes
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
                           actor_learning_rate=None,  # None: learning_rate
@@ -1733,8 +1618,8 @@ class AgentOnPolicy(AgentBase):
                           if_state_norm=False,  # standardised states (AgentNet.StateNorm)
                           if_clip_reward=None)  # the rewards' signs (learned_reward); None: on ALE/ ids
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
-    max_grad_norm = 0.5  # gradient-norm clip of every step, as in the PPO implementations the paper's results came from
-    target_kl = None  # PPO's early stop of a round's epochs (update_minibatches); a hyperparameter of the PPO family
+    max_grad_norm = 0.5  # gradient-norm clip of every step, as the PPO code behind the paper's results
+    target_kl = None  # PPO's early stop of a round's epochs (update_minibatches); a PPO-family hyperparameter
     explained_variance = math.nan  # of the last rollout's returns by the critic (get_rollout_batch)
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
@@ -1742,19 +1627,20 @@ class AgentOnPolicy(AgentBase):
 
     @torch.no_grad()
     def explore_env(self, env, horizon: int) -> tuple[torch.Tensor, ...]:
-        """Step a gymnasium vector env `horizon` times (its autoreset mode must be SAME_STEP, so that the
-        final observation of an ended episode comes back in info["final_obs"]). Returns the RolloutBuffer.extend
-        tensors, each (horizon, num_envs, ...), rewards multiplied by reward_scale."""
+        """Step a gymnasium vector env (autoreset SAME_STEP: check_same_step) `horizon` times; returns the
+        RolloutBuffer.extend tensors, (horizon, num_envs, ...) each, rewards times reward_scale."""
         check_same_step(self, env)
         state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
         rollout = [[] for _ in range(7)]
         for _ in range(horizon):
             state_t = self.as_state_tensor(state)
             action, log_prob = self.get_action_behaviour(state_t)
-            next_state, reward, terminated, truncated, info = env.step(self.act.convert_action_for_env(action).cpu().numpy())
+            next_state, reward, terminated, truncated, info = env.step(
+                self.act.convert_action_for_env(action).cpu().numpy())
             self.end_step(terminated | truncated)
-            for store, value in zip(rollout, (state_t, action, log_prob, self.learned_reward(reward, info), ~terminated,
-                                              ~(terminated | truncated), final_observations(next_state, info)), strict=True):
+            for store, value in zip(rollout, (state_t, action, log_prob, self.learned_reward(reward, info),
+                                              ~terminated, ~(terminated | truncated),
+                                              final_observations(next_state, info)), strict=True):
                 store.append(torch.as_tensor(value, device=self.device))
             state = next_state
         self.last_state = state
@@ -1768,31 +1654,28 @@ class AgentOnPolicy(AgentBase):
         return self.act.get_action_log_prob(state)
 
     def end_step(self, done: np.ndarray):
-        """What the agent keeps of which env copies' episodes the last step ended, (N,) bool: nothing here (a recurrent
-        agent zeroes their memories before the next step)."""
+        """Which copies' episodes the last step ended, (N,) bool; nothing here (a recurrent agent zeroes memories)."""
 
     def get_log_prob_entropy(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """log pi(action|state) and the policy's entropy by the actor (a recurrent agent's state is a sequence's index)."""
+        """log pi(action|state) and the policy's entropy (a recurrent agent's state is a sequence index)."""
         return self.act.get_log_prob_entropy(state, action)
 
     @torch.no_grad()
     def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
-        """The rollout flattened to T * N samples (states, actions, log-probs, advantages, returns): GAE advantages
-        normalised per rollout, and the log-probs of the policy that acted, which the ratio divides by. In every loop
-        that policy is the learner's at the round's start, so each round starts at ratio 1: the multiprocess explorer
-        of an on-policy agent waits for the weights trained on its last rollout (AgentRun.explorer_process)."""
+        """The rollout as T * N samples (states, actions, log-probs, advantages normalised per rollout, returns).
+        The log-probs are the acting policy's, the learner's at the round's start in every loop, so each round
+        starts at ratio 1 (the multiprocess explorer waits for the latest weights: AgentRun.explorer_process)."""
         values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
         advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
-        # how much of the returns' variance the critic explained before this round's steps (1: all, 0: no more than
-        # their mean would); one reduction a round
+        # the share of the returns' variance the critic explained before this round's steps (1: all; 0: the mean's)
         self.explained_variance = (1 - (returns - values).var() / returns.var().clamp(min=1e-8)).item()
         states, actions = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)  # (T * N, ...)
         log_probs = buffer.log_probs.flatten(0, 1)
         returns, advantages = returns.flatten(0, 1), advantages.flatten(0, 1)  # (T * N,), a team's (T * N, num_agents)
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)  # normalised per rollout
-        # a team's log-probs are every agent's, (T * N, num_agents): each agent's ratio on its advantage (its own
-        # rewards', MAPPO) or the team's (COMA's critic gives its own)
-        advantages = advantages.view(*advantages.shape, *(1,) * (log_probs.dim() - advantages.dim())).expand_as(log_probs)
+        # a team's log-probs (T * N, num_agents): each agent's ratio on its own advantage (MAPPO) or the team's
+        advantages = advantages.view(*advantages.shape,
+                                     *(1,) * (log_probs.dim() - advantages.dim())).expand_as(log_probs)
         return states, actions, log_probs, advantages, returns
 
     def get_obj_critic(self, state: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
@@ -1800,24 +1683,22 @@ class AgentOnPolicy(AgentBase):
         return self.criterion(self.cri(state), ret)
 
     def extra_stats(self) -> dict[str, float]:
-        """The critic's explained variance of the last rollout's returns (get_rollout_batch); the Gaussian's learned std
-        (a categorical policy has none)."""
+        """The critic's explained variance of the last rollout's returns; the Gaussian's learned std."""
         stats = {} if math.isnan(self.explained_variance) else {"explained_variance": self.explained_variance}
         return stats | ({} if self.if_discrete else {"action_std": self.act.log_std.exp().mean().item()})
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """The surrogate mean(pi(a|s) / pi_old(a|s) * advantage) plus the entropy bonus, negated, pi_old the policy that
-        acted: at pi = pi_old, where every loop starts a round, its gradient is the policy gradient (TRPO paper
-        arXiv:1502.05477, eq. 14); TRPO also takes its value away from pi_old."""
+        """Negated surrogate mean(pi / pi_old * advantage) plus the entropy bonus, pi_old the policy that acted: at
+        pi = pi_old, where rounds start, its gradient is the policy gradient (TRPO paper arXiv:1502.05477, eq. 14)."""
         state, action, old_log_prob, advantage = batch
         log_prob, entropy = self.get_log_prob_entropy(state, action)
         return -((log_prob - old_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
 
 
 class DiscreteOnPolicy(ActionMasks):
-    """What makes an on-policy agent class a Discrete action space's: a categorical policy (AgentNet.ActorDiscretePPO)
-    and an entropy bonus; masks of legal actions. Put it first among the bases: class AgentDiscreteA2C(DiscreteOnPolicy, AgentA2C). Its
-    hyper_defaults are AgentOnPolicy's with discrete_defaults; a class whose base adds hyperparameters names its own."""
+    """A categorical policy (AgentNet.ActorDiscretePPO), an entropy bonus and action masks for an on-policy agent;
+    first among the bases (AgentDiscreteA2C(DiscreteOnPolicy, AgentA2C)). hyper_defaults: AgentOnPolicy's with
+    discrete_defaults; a class whose base adds hyperparameters names its own."""
 
     if_discrete = True
     act_class = ActorDiscretePPO
@@ -1827,12 +1708,12 @@ class DiscreteOnPolicy(ActionMasks):
 
 
 class AgentVPG(AgentOnPolicy):
-    """Vanilla policy gradient (Williams 1992, with a learned value baseline and GAE, as Spinning Up teaches it): one
-    plain policy-gradient step on the whole rollout, then the critic fitted to the returns for repeat_times epochs in
-    minibatches of batch_size, so that the next rollout's advantages rest on a converged baseline."""
+    """Vanilla policy gradient (Williams 1992, with a learned baseline and GAE, as Spinning Up teaches it): one
+    policy step on the whole rollout, then the critic fitted for repeat_times epochs, so the next advantages rest on
+    a converged baseline."""
 
     # one policy step per 512 transitions: the fastest rollout on Pendulum-v1 (History/UPDATE_LOG.md, 2026-11-23)
-    train_defaults = AgentOnPolicy.train_defaults | dict(target_step=512, batch_size=256, repeat_times=8)
+    train_defaults = AgentOnPolicy.train_defaults | dict(steps_per_round=512, batch_size=256, repeat_times=8)
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
         """The actor's step (update_actor), then repeat_times epochs of the critic's regression."""
@@ -1842,8 +1723,7 @@ class AgentVPG(AgentOnPolicy):
         return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
 
     def fit_critic(self, batch: tuple[torch.Tensor, ...], batch_size: int, repeat_times: float) -> float:
-        """repeat_times epochs of critic_step over batch (aligned tensors, a row per transition) in minibatches of
-        batch_size; returns the mean objective."""
+        """repeat_times epochs of critic_step over batch in minibatches of batch_size; returns the mean objective."""
         sum_obj_critic = torch.zeros((), device=self.device)
         update_times = 0
         for minibatch in minibatches(batch, batch_size, repeat_times):
@@ -1874,16 +1754,15 @@ class AgentA2C(AgentOnPolicy):
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
                    ) -> dict[str, float]:
-        """One step on the whole rollout, whatever batch_size and repeat_times say: a second step would follow the
-        plain gradient on data that the stepped policy did not act on."""
+        """One step on the whole rollout, whatever batch_size and repeat_times say: a second plain-gradient step
+        would learn from data the stepped policy did not act on."""
         return self.update_minibatches(buffer, buffer.add_size, 1)
 
     def update_minibatches(self, buffer: RolloutBuffer, batch_size: int, epochs: float) -> dict[str, float]:
-        """round(epochs) epochs over the rollout in minibatches of batch_size; critic then actor each step, the round
-        stopped early once the approximate KL to the policy that acted passes target_kl (None: never; Spinning Up's PPO
-        stops its policy steps so; the check reads the KL on the host, a sync per minibatch where target_kl is set).
-        Also each get_step_stats value at the round's first minibatch (<name>_start) and its mean over the steps taken,
-        and epochs_done, the epochs taken."""
+        """round(epochs) epochs over the rollout in minibatches of batch_size, critic then actor each step, stopped
+        once the approximate KL to the acting policy passes target_kl (Spinning Up's PPO; a host sync per minibatch).
+        Returns the objectives, each get_step_stats value at the first minibatch (<name>_start) and its mean, and
+        with target_kl epochs_done."""
         rollout = self.get_rollout_batch(buffer)
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         sum_step_stats, first_step_stats, update_times = {}, {}, 0
@@ -1908,8 +1787,7 @@ class AgentA2C(AgentOnPolicy):
 
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
                        ) -> dict[str, torch.Tensor]:
-        """Values of the policy before each actor step, () tensors by name, that update_minibatches reports (PPO: the
-        clip fraction); none here."""
+        """Policy values before each actor step, () tensors by name, for update_minibatches (PPO's); none here."""
         return {}
 
 
@@ -1922,7 +1800,7 @@ class AgentPPO(AgentA2C):
     clipped surrogate (get_obj_actor), which keeps the steps after the first near the policy that acted."""
 
     # processes: serial was slower and solved no more BipedalWalker-v3 seeds (History/UPDATE_LOG.md, 2026-11-25)
-    train_defaults = AgentA2C.train_defaults | dict(batch_size=256, target_step=2048,
+    train_defaults = AgentA2C.train_defaults | dict(batch_size=256, steps_per_round=2048,
                                                     repeat_times=8,  # epochs over each rollout
                                                     if_multiprocess=True)
     hyper_defaults = AgentA2C.hyper_defaults | dict(ratio_clip=0.2,  # the policy ratio is clipped to 1 +- ratio_clip
@@ -1935,11 +1813,10 @@ class AgentPPO(AgentA2C):
     @torch.no_grad()
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
                        ) -> dict[str, torch.Tensor]:
-        """What the field reads to debug PPO, from one forward of the policy before each actor step: clip_fraction,
-        the share of samples whose ratio pi / pi_old lies outside [1 - ratio_clip, 1 + ratio_clip] (at the round's first
-        minibatch 0 where the learner's own policy acted: the ratio starts at 1); approx_kl, KL(pi_old || pi) estimated
-        as the mean of (ratio - 1) - log ratio, unbiased and never negative (Schulman's k3; SB3's approx_kl), which
-        target_kl compares; entropy, the policy's mean entropy."""
+        """PPO's debug values from one policy forward before each actor step: clip_fraction, the share of ratios
+        outside [1 - ratio_clip, 1 + ratio_clip] (0 at a round's first minibatch: the ratio starts at 1); approx_kl,
+        KL(pi_old || pi) as mean((ratio - 1) - log ratio), unbiased and >= 0 (Schulman's k3; SB3's), which target_kl
+        compares; the mean entropy."""
         log_prob, entropy = self.get_log_prob_entropy(state, action)
         log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
@@ -1973,10 +1850,9 @@ def sequences(tensor: torch.Tensor, seq_len: int) -> torch.Tensor:
 
 
 class RecurrentActing:
-    """What a recurrent agent's acting shares (AgentRecurrentPPO, AgentR2D2): select_action acts in E episodes side by
-    side from act_memory, each episode's (h, c) of the acting network's core (act.core), which reset_memory zeroes at
-    their start and keep_memory keeps for the ones that go on (AgentRun.run_episodes); export is refused. Put it first
-    among the bases: class AgentRecurrentPPO(RecurrentActing, AgentPPO)."""
+    """Acting of recurrent agents (AgentRecurrentPPO, AgentR2D2): select_action acts in E episodes side by side from
+    act_memory, which reset_memory zeroes and keep_memory trims as episodes end (AgentRun.run_episodes); export is
+    refused. First among the bases: AgentRecurrentPPO(RecurrentActing, AgentPPO)."""
 
     act_memory = None  # (2, E, width) the acting network's (h, c) of each episode that select_action acts in
 
@@ -1985,8 +1861,8 @@ class RecurrentActing:
         state_dims = len(self.state_dim) if is_image(self.state_dim) else 1  # (E, state_dim) or (E, *image_shape)
         if self.act_memory is None or state.dim() != 1 + state_dims or state.shape[0] != self.act_memory.shape[1]:
             raise RefusedError(f"{type(self).__name__}.select_action takes a batch (E, state_dim) of the E episodes "
-                               f"that reset_memory(E) started (got shape {tuple(state.shape)}); call reset_memory(E) at "
-                               f"their start, keep_memory(rows) when some end")
+                               f"that reset_memory(E) started (got shape {tuple(state.shape)}); call "
+                               f"reset_memory(E) at their start, keep_memory(rows) when some end")
         no_start = torch.zeros((1, state.shape[0]), device=self.device)  # (1, E): reset_memory zeroed the new ones
         features, memories = self.act.core(state[None], self.act_memory, no_start)
         self.act_memory = memories[-1]
@@ -2004,30 +1880,18 @@ class RecurrentActing:
 
 
 class AgentRecurrentPPO(RecurrentActing, AgentPPO):
-    """PPO with a GRU (or an LSTM) in front of the actor and of the critic (AgentNet.Recurrent), for partially observed
-    envs (CartPoleNoVel-v1). Every PPO rule is AgentPPO's; what memory changes:
-    - exploring: each env copy's actor memory goes on across steps and rounds and is zeroed before the step that
-      starts its next episode, terminated or truncated alike; the rollout stores the memories it started from and the
-      episode starts, so an explorer process sends them with its trajectory (AgentRun's multiprocess loop). A fresh
-      agent (a new run, or a resumed one, whose checkpoint keeps no memory and whose explorer starts new episodes)
-      starts every copy's memory at zero with a new episode. The critic does not act: its memory is the learner's;
-    - learning: one pass over the whole rollout (no gradient), the actor's from the stored memories and the critic's
-      from the one its pass over the last rollout ended with (cri_memory), gives the values, the next states' values
-      and the memory at every step; each copy's column is cut into sequences of seq_len steps, each
-      started from its recomputed memory, and minibatches are whole sequences (batch_size // seq_len of them), through
-      which the gradient flows back (truncated back-propagation through time, as R2D2 arXiv:1810.06059 replays stored
-      states; SB3's RecurrentPPO zeroes the memory at episode starts inside a sequence the same way). The first
-      minibatch of a round replays the memories the policy acted with, so its ratio starts at 1;
-    - evaluating: select_action acts from the memory that reset_memory zeroes per episode (AgentRun.run_episodes).
-    Refused: state normalisation, masks of legal actions, torchrun and export (AgentRun says so)."""
+    """PPO with a GRU or LSTM before the actor and the critic (AgentNet.Recurrent), for partially observed envs
+    (CartPoleNoVel-v1). Each copy's actor memory carries across steps and rounds and is zeroed at episode starts
+    (terminated or truncated alike); the rollout keeps its start memories and episode starts. Learning recomputes
+    every step's memory in one pass, then trains on whole sequences of seq_len steps from them (truncated BPTT, as
+    R2D2 arXiv:1810.06059 replays stored states). Refused: state normalisation, action masks, torchrun, export."""
 
     if_recurrent = True
     act_class, cri_class = ActorRecurrentPPO, CriticRecurrentValue
-    # processes not measured faster yet; a GRU: 5/5 seeds of PendulumNoVel-v1 where the LSTM missed one, and less per
-    # step (BENCHMARKS.md, "An LSTM or a GRU")
+    # serial: processes not measured faster; a GRU: more seeds solved, cheaper (BENCHMARKS.md, "An LSTM or a GRU")
     train_defaults = AgentPPO.train_defaults | dict(if_multiprocess=False, recurrent_cell="gru")
     hyper_defaults = ({name: value for name, value in AgentPPO.hyper_defaults.items() if name != "if_state_norm"}
-                      | dict(seq_len=16))  # steps of a learning sequence; must divide target_step // num_envs
+                      | dict(seq_len=16))  # steps of a learning sequence; must divide steps_per_round // num_envs
     memory = None  # (rows, N, width) the actor's memory of each explored env copy (RecurrentCore)
     cri_memory = None  # (rows, N, width) the critic's memory after the last rollout it learned from, per env copy
     episode_start = None  # (N,) 1 where the next explored step starts an episode
@@ -2035,15 +1899,14 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """state (E, state_dim) of the E episodes that reset_memory started (and keep_memory kept) -> action (E, ...),
-        each from its episode's memory, which it carries on."""
+        """state (E, state_dim) of the episodes reset_memory started -> action (E, ...), each from its memory."""
         features = self.acting_features(self.as_state_tensor(state))
         action = self.act(features) if deterministic else self.act.get_action_log_prob(features)[0]
         return self.act.convert_action_for_env(action).cpu().numpy()
 
     def explore_env(self, env, horizon: int) -> tuple[torch.Tensor, ...]:
-        """AgentOnPolicy.explore_env's tensors, then the actor's memories the rollout started from (2, N, width) and the
-        episode starts (T, N) (RecurrentRolloutBuffer.extend)."""
+        """AgentOnPolicy.explore_env's tensors, then the start memories (2, N, width) and episode starts (T, N)
+        (RecurrentRolloutBuffer.extend)."""
         if self.memory is None or self.last_state is None:  # every copy starts a new episode
             self.memory = self.act.core.zero_memory(env.num_envs, self.device)
             self.episode_start = torch.ones(env.num_envs, device=self.device)
@@ -2072,16 +1935,16 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
         states, episode starts and first memories for the minibatches (sequence_inputs)."""
         num_steps, num_envs = buffer.rewards.shape
         if num_steps % self.seq_len:
-            raise RefusedError(f"seq_len={self.seq_len} is not accepted with rollouts of {num_steps} steps per env copy "
-                               f"(target_step // num_envs): seq_len must divide it, so that sequences are whole")
+            raise RefusedError(f"seq_len={self.seq_len} is not accepted with rollouts of {num_steps} steps per env "
+                               f"copy (steps_per_round // num_envs): seq_len must divide it, so that sequences are "
+                               f"whole")
         act_memories = self.act.core(buffer.states, buffer.start_memory, buffer.episode_start)[1]  # (T + 1, 2, N, W)
         if self.cri_memory is None or self.cri_memory.shape != buffer.start_memory.shape:  # a fresh learner: a rollout
             self.cri_memory = torch.zeros_like(buffer.start_memory)  # whose copies all start episodes (explore_env)
         cri_features, cri_memories = self.cri.core(buffer.states, self.cri_memory, buffer.episode_start)
         self.cri_memory = cri_memories[-1]  # the next rollout goes on from here (the same env copies, in order)
         values = self.cri(cri_features)  # (T, N)
-        # V(next_states[t]) from the memory after step t: the value of the next step's state where the episode goes
-        # on, of the final observation of a truncated one; one batched step for all T * N
+        # V(next_states[t]) from the memory after step t (a truncated episode's final observation too), batched
         after = cri_memories[1:].transpose(0, 1).flatten(1, 2)  # (2, T * N, W)
         next_features = self.cri.core(buffer.next_states.flatten(0, 1)[None], after,
                                       torch.zeros((1, num_steps * num_envs), device=self.device))[0]
@@ -2097,7 +1960,8 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
                                 first_memories(act_memories), first_memories(cri_memories))
         num_sequences = self.sequence_inputs[0].shape[0]
         return (torch.arange(num_sequences, device=self.device),
-                *(sequences(tensor, self.seq_len) for tensor in (buffer.actions, buffer.log_probs, advantages, returns)))
+                *(sequences(tensor, self.seq_len)
+                  for tensor in (buffer.actions, buffer.log_probs, advantages, returns)))
 
     def features(self, net: nn.Module, index: torch.Tensor, memory_column: int) -> torch.Tensor:
         """The core of net (the actor or the critic) over the sequences of index (B,) from their first memories ->
@@ -2115,8 +1979,7 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
 
 
 class AgentDiscreteRecurrentPPO(DiscreteOnPolicy, AgentRecurrentPPO):
-    """Recurrent PPO with a categorical policy on the recurrent core's features (no masks of legal actions: the head sees
-    features, not the states that would carry a mask)."""
+    """Recurrent PPO with a categorical policy on the core's features (no action masks: the head sees features)."""
 
     act_class = ActorDiscreteRecurrentPPO
     hyper_defaults = AgentRecurrentPPO.hyper_defaults | dict(  # the entropy bonus, no masks (see above)
@@ -2124,25 +1987,13 @@ class AgentDiscreteRecurrentPPO(DiscreteOnPolicy, AgentRecurrentPPO):
 
 
 class AgentR2D2(RecurrentActing, AgentD3QN):
-    """R2D2 (Kapturowski et al., ICLR 2019, "Recurrent Experience Replay in Distributed RL"), on one explorer: dueling
-    double DQN with a recurrent core (AgentNet.QNetRecurrentDuel; a GRU by default where the paper has an LSTM: the same
-    steps to target here, cheaper steps, BENCHMARKS.md "Memory"), learning from replayed sequences. What memory changes:
-    - exploring: epsilon-greedy (AgentDQN.epsilon_greedy) from each env copy's memory, carried across steps and rounds
-      and zeroed before the step that starts its next episode; every step is stored with the memory it received and
-      its step in the episode, from which SequenceReplayBuffer cuts overlapping sequences, each with the memory at its
-      first step ("stored state", section 3). A fresh agent (a new run, or a resumed one) starts every copy anew;
-    - learning: each sampled sequence runs from its stored memory through a burn-in prefix without gradient (it only
-      refreshes the stale stored state, section 3), then through its training steps, whose Q of the actions taken are
-      regressed onto n-step double-Q targets in the rescaled space, h(G + discount * h^-1(Q_target(s', argmax_a
-      Q(s', a)))) (value_rescale; section 2.3), the loss masked to the sequence's own episode; the replayed sequence's
-      priority is eta * max + (1 - eta) * mean of its absolute TD errors (sequence_priority). h learns raw scores, so
-      R2D2 clips no rewards, on Atari either (if_clip_reward False: a 7-point brick counts 7);
-    - evaluating: greedy from the memory that reset_memory zeroes per episode (RecurrentActing).
-    Sizes scaled down from the paper's 80 + 40 burn-in to CartPole-length tasks. The serial and multiprocess loops
-    (an explorer process sends each step with the memory it received), without state normalisation or masks of legal
-    actions (the core's input is the state, the head sees features); export refused. On images (MinAtar's grids,
-    Atari's frames) the core's encoder is a convolutional one (AgentNet.mlp) and the sequences keep the frames' dtype,
-    a default replay of them within 8 GiB (AgentRun.replay_capacity)."""
+    """R2D2 (Kapturowski et al., ICLR 2019) on one explorer: dueling double DQN with a recurrent core
+    (AgentNet.QNetRecurrentDuel; a GRU by default: BENCHMARKS.md "Memory") learning from replayed sequences
+    (SequenceReplayBuffer), each from the memory stored at its first step and a burn-in without gradient
+    (section 3), trained on n-step double-Q targets in the rescaled space, h(G + discount * h^-1(Q_target(s',
+    argmax_a Q(s', a)))) (value_rescale; section 2.3), masked to the sequence's episode. h learns raw scores, so
+    no reward clipping. Sizes scaled down from the paper's 80 + 40 to CartPole-length tasks. Refused: torchrun,
+    state normalisation, action masks, export."""
 
     if_image_states = True  # QNetRecurrentDuel's core encodes images (AgentNet.mlp); its sequences keep their dtype
     if_recurrent = True
@@ -2151,34 +2002,32 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     priority_eta = 0.9  # the paper's eta of the sequence priority (section 2.3)
     hyper_defaults = ({name: value for name, value in AgentD3QN.hyper_defaults.items()
                        if name not in ("if_noisy", "if_action_mask", "if_state_norm")}
-                      # h rescales the values instead of reward_scale; 5-step returns as the paper's n (Table 2);
-                      # DQN's 1e-3 left a seed of CartPoleNoVel-v1 below 475 (History/UPDATE_LOG.md, 2026-11-26)
-                      # h is there so that raw scores can be learned: no clip (Pohlen et al. arXiv:1805.11593)
+                      # h replaces reward_scale and clipping (Pohlen et al. arXiv:1805.11593); n 5 (paper, Table 2);
+                      # 5e-4: DQN's 1e-3 left a CartPoleNoVel-v1 seed short (History/UPDATE_LOG.md, 2026-11-26)
                       | dict(reward_scale=1.0, n_step=5, learning_rate=5e-4, if_clip_reward=False,
                              seq_len=20,  # training steps of a replayed sequence (paper: 80)
                              burn_in=10))  # steps before them that only refresh the stored memory (paper: 40)
-    # batch_size and max_memo count sequences; if_per and her_k are not its: its replay is always prioritized sequences
-    # a GRU: the LSTM's steps to target on CartPoleNoVel-v1 at 1.29x less per gradient step (BENCHMARKS.md, "Memory")
+    # batch_size and buffer_size count sequences; replay is always prioritized sequences (no if_per, her_k);
+    # a GRU: the LSTM's steps to target, cheaper per gradient step (BENCHMARKS.md, "Memory")
     train_defaults = ({name: value for name, value in AgentD3QN.train_defaults.items()
-                       if name not in ("if_per", "her_k")} | dict(batch_size=32, max_memo=2 ** 14, repeat_times=1 / 32,
-                                                                 recurrent_cell="gru"))
+                       if name not in ("if_per", "her_k")} | dict(batch_size=32, buffer_size=2 ** 14,
+                                                                 repeat_times=1 / 32, recurrent_cell="gru"))
     memory = None  # (rows, N, width) the memory of each explored env copy (RecurrentCore)
     episode_steps = None  # (N,) the next explored step's index in its episode, 0 where it starts one
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """state (E, state_dim) of the E episodes that reset_memory started -> action (E,): greedy in Q, from each
-        episode's memory (RecurrentActing.acting_features); exploring: epsilon-greedy."""
+        """state (E, state_dim) of the episodes reset_memory started -> action (E,), each from its memory: greedy,
+        or epsilon-greedy while exploring."""
         state = self.as_state_tensor(state)
         action = self.cri(self.acting_features(state)).argmax(dim=-1)
         return (action if deterministic else self.epsilon_greedy(action, state)).cpu().numpy()
 
     @torch.no_grad()
     def explore_vector_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
-        """Step the vector env's N copies horizon times, each from its memory. Returns the T * N steps in step-then-env
-        order: states, actions (T * N, 1), rewards times reward_scale, not_terminated, not_done, next_states (an ended
-        episode's final observation), the step's index in its episode and the memory it received (T * N, 2, width),
-        for SequenceReplayBuffer.extend."""
+        """Step the N copies horizon times, each from its memory; returns T * N steps in step-then-env order: states,
+        actions (T * N, 1), rewards times reward_scale, not_terminated, not_done, next_states (final observations),
+        episode step indices and received memories (T * N, 2, width), for SequenceReplayBuffer.extend."""
         check_same_step(self, env)
         if self.memory is None or self.last_state is None:  # every copy starts a new episode
             self.last_state = env.reset()[0] if self.last_state is None else self.last_state
@@ -2203,9 +2052,8 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
         return tuple(torch.stack(column).flatten(0, 1) for column in zip(*steps))  # (T * N, ...) each
 
     def unroll(self, net: nn.Module, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-        """net's core over a batch of B sequences from their stored memories: the burn-in steps without gradient, which
-        only refresh the memory (paper section 3), then the training steps -> their features (seq_len, B, width) and
-        the memory after each of them (seq_len, 2, B, width)."""
+        """net's core over B sequences from their stored memories: burn-in without gradient (paper section 3), then
+        the training steps -> features (seq_len, B, width) and the memory after each (seq_len, 2, B, width)."""
         states, episode_start, memory = batch[0].transpose(0, 1), batch[6].transpose(0, 1), batch[8].transpose(0, 1)
         if self.burn_in:
             with torch.no_grad():
@@ -2215,10 +2063,9 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
 
     def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The online network's Q of the actions taken at the training steps, regressed onto h(G + discount *
-        h^-1(next_q)) (G the n-step return, next_q get_next_q's), each step's loss masked to the sequence's episode and
-        averaged over its unmasked steps, times the sequence's importance weight (B,); also returns each sequence's
-        priority (sequence_priority of the absolute TD errors in the rescaled space, as the paper's)."""
+        """Q of the actions taken at the training steps regressed onto h(G + discount * h^-1(next_q)), averaged over
+        the unmasked steps, times the importance weights (B,); also returns each sequence's priority
+        (sequence_priority of the rescaled absolute TD errors, as the paper's)."""
         actions, returns, discounts, last, boot_states, _, mask = (tensor[:, self.burn_in:].transpose(0, 1)
                                                                   for tensor in batch[1:8])  # (seq_len, B, ...) each
         features, memories = self.unroll(self.cri, batch)
@@ -2231,10 +2078,8 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
 
     def get_next_q(self, boot_states: torch.Tensor, last: torch.Tensor, memories: torch.Tensor,
                    target_memories: torch.Tensor) -> torch.Tensor:
-        """Double DQN's bootstrap value (arXiv:1509.06461, eq. 4) of each training step's bootstrap state (seq_len, B,
-        state_dim): the online network picks the action and the target network values it, each from its own memory
-        after the step last (seq_len, B) (an index among the training steps), one batched step for them all ->
-        (seq_len, B)."""
+        """Double DQN's bootstrap value (arXiv:1509.06461, eq. 4) of the bootstrap states (seq_len, B, state_dim),
+        each network from its own memory after step last (seq_len, B), one batched step -> (seq_len, B)."""
         next_action = self.cri(self.next_features(self.cri, boot_states, last, memories)).argmax(dim=-1, keepdim=True)
         next_q = self.cri_target(self.next_features(self.cri_target, boot_states, last, target_memories))
         return next_q.gather(-1, next_action).squeeze(-1)
@@ -2252,8 +2097,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
 
     @torch.no_grad()
     def batch_mean_q(self, batch: tuple[torch.Tensor, ...]) -> float:
-        """The online network's mean Q of the actions taken at the unmasked training steps of the call's last batch, in
-        the env's reward units (h^-1 of the rescaled values, divided by reward_scale)."""
+        """Mean Q of the actions taken at the last batch's unmasked training steps, in reward units (h^-1)."""
         actions, mask = (tensor[:, self.burn_in:].transpose(0, 1) for tensor in (batch[1], batch[7]))
         q = self.cri(self.unroll(self.cri, batch)[0]).gather(-1, actions[..., None]).squeeze(-1)  # (seq_len, B)
         return (value_rescale_inverse(q)[mask.bool()].mean() / self.reward_scale).item()
@@ -2263,10 +2107,8 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
 
 
 class SharedStep:
-    """The optimizer of an A3C worker's own copy of a network: its step hands the copy's gradients to the shared
-    network and steps that with the shared optimizer (A3C paper, Algorithm S3: gradients of the thread's theta',
-    applied to the shared theta asynchronously, without locks). param_groups are the copy's, so that optimizer_step
-    clips the copy's gradients."""
+    """An A3C worker's optimizer: its step hands the copy's gradients to the shared network and shared optimizer
+    (A3C paper, Algorithm S3, lock-free). param_groups are the copy's, so optimizer_step clips those."""
 
     def __init__(self, net: nn.Module, shared_net: nn.Module, shared_optimizer: torch.optim.Optimizer):
         self.param_groups = [{"params": list(net.parameters())}]
@@ -2285,9 +2127,8 @@ class SharedStep:
 
 class AgentA3C(AgentA2C):
     """A3C (Mnih et al. arXiv:1602.01783, Algorithm S3): num_workers processes (AgentRun.train_async), each with its
-    own env(s) and copy of the networks, step one shared set of networks in shared memory with A2C's gradients of
-    their own rollouts, asynchronously and without locks; the optimizer's statistics are shared as well (the paper's
-    shared RMSProp, section 4; Adam here, as every agent's). A worker's copy takes the shared weights after each step."""
+    own envs and network copy, step shared networks with A2C's gradients, lock-free; the optimizer's statistics are
+    shared too (the paper's shared RMSProp, section 4; Adam here). Workers pull the shared weights after each step."""
 
     if_async = True
     if_data_parallel = False  # its workers already share one model
@@ -2297,9 +2138,8 @@ class AgentA3C(AgentA2C):
     shared = None  # the shared agent of a worker (attach); None: this agent steps its own networks, as A2C does
 
     def share(self):
-        """Make this agent the shared one: its networks and its optimizers' statistics in shared memory. Statistics
-        not there yet (a new run's) are created by a step with zero gradients, in which Adam moves nothing, and its
-        step count set back to 0, so that the first real step is bias-corrected as the first."""
+        """Put the networks and optimizer statistics in shared memory; missing statistics come from a zero-gradient
+        step (Adam moves nothing), its count reset so the first real step is bias-corrected as the first."""
         for net, optimizer in ((self.act, self.act_optimizer), (self.cri, self.cri_optimizer)):
             if not optimizer.state:
                 for param in net.parameters():
@@ -2314,7 +2154,7 @@ class AgentA3C(AgentA2C):
                     value.share_memory_()
 
     def attach(self, shared: "AgentA3C"):
-        """Make this agent a worker of `shared`: its optimizers step the shared networks, its networks start as theirs."""
+        """Make this agent a worker of `shared`: its optimizers step the shared networks, whose weights it takes."""
         self.shared = shared
         self.act_optimizer = SharedStep(self.act, shared.act, shared.act_optimizer)
         self.cri_optimizer = SharedStep(self.cri, shared.cri, shared.cri_optimizer)
@@ -2350,19 +2190,17 @@ def flat_grad(output: torch.Tensor, params: list[torch.Tensor], **keywords) -> t
 
 def fisher_vector_product(mean_kl: torch.Tensor, params: list[torch.Tensor], damping: float
                           ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """v -> (F + damping I) v, F the Fisher information of the policy at the current parameters. mean_kl is the
-    mean KL(pi_old || pi_theta) evaluated at theta = theta_old, whose Hessian there is F (TRPO paper, arXiv:1502.05477,
-    Appendix C.1): the product is the gradient of (grad KL . v), two backward passes, no matrix. Damping keeps the
-    system well conditioned where F is nearly singular (Martens 2010)."""
+    """v -> (F + damping I) v, F the policy's Fisher information: the Hessian of mean_kl = KL(pi_old || pi_theta) at
+    theta_old (TRPO paper, arXiv:1502.05477, Appendix C.1), by two backward passes, no matrix; damping conditions
+    a near-singular F (Martens 2010)."""
     grad_kl = flat_grad(mean_kl, params, create_graph=True)
     return lambda vector: flat_grad(grad_kl @ vector, params, retain_graph=True) + damping * vector
 
 
 def conjugate_gradient(matrix_vector_product: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor,
                        iterations: int = 10, residual_tol: float = 1e-10) -> torch.Tensor:
-    """x with A x = b for a symmetric positive definite A known only through v -> A v (TRPO paper, Appendix C:
-    the natural gradient F^-1 g in `iterations` products, never forming or inverting F); exact after n
-    iterations for an n x n system, up to rounding."""
+    """x with A x = b, A symmetric positive definite known only as v -> A v (TRPO paper, Appendix C: F^-1 g
+    without forming F); exact after n iterations for an n x n system, up to rounding."""
     x = torch.zeros_like(b)
     residual, direction = b.clone(), b.clone()  # r = b - A x, with x = 0
     residual_norm = residual @ residual
@@ -2382,9 +2220,8 @@ def conjugate_gradient(matrix_vector_product: Callable[[torch.Tensor], torch.Ten
 @torch.no_grad()
 def line_search(params: list[torch.Tensor], full_step: torch.Tensor, evaluate: Callable[[], tuple[float, float]],
                 max_kl: float, backtrack_coef: float = 0.8, backtrack_iters: int = 10) -> int | None:
-    """Move params to theta + backtrack_coef^j * full_step for the first j = 0, 1, ... at which evaluate() ->
-    (surrogate, mean KL from theta) has KL <= max_kl and a surrogate above theta's (TRPO paper, Appendix C: the
-    quadratic model of the KL may be wrong far from theta). Returns j, or None with params left at theta."""
+    """Move params to theta + backtrack_coef^j * full_step for the first j with KL <= max_kl and a better surrogate
+    (evaluate() -> (surrogate, mean KL); TRPO paper, Appendix C). Returns j, or None with params back at theta."""
     old_params = parameters_to_vector(params)
     old_surrogate = evaluate()[0]
     for j in range(backtrack_iters):
@@ -2397,15 +2234,14 @@ def line_search(params: list[torch.Tensor], full_step: torch.Tensor, evaluate: C
 
 
 class AgentTRPO(AgentVPG):
-    """TRPO (Schulman et al. arXiv:1502.05477): VPG's loop with the policy step along the natural gradient, scaled
-    to the edge of the trust region mean KL(pi_old || pi_new) <= max_kl and shortened until it stays inside and
-    improves the surrogate (the paper's Appendix C). The critic is fitted by regression, as VPG's."""
+    """TRPO (Schulman et al. arXiv:1502.05477): VPG's loop, the policy stepped along the natural gradient to the
+    trust region's edge, mean KL(pi_old || pi_new) <= max_kl, backtracked until inside and improving (Appendix C)."""
 
     # delta, the trust region's radius in mean KL; no actor_learning_rate: a line search steps the actor
     hyper_defaults = {name: value for name, value in AgentVPG.hyper_defaults.items()
                       if name != "actor_learning_rate"} | dict(max_kl=0.01)
     # a step bounded in KL wants a large batch: 1024 was slower on Pendulum-v1 (History/UPDATE_LOG.md, 2026-11-23)
-    train_defaults = AgentVPG.train_defaults | dict(target_step=2048)
+    train_defaults = AgentVPG.train_defaults | dict(steps_per_round=2048)
     damping = 0.1  # added to the Fisher matrix's diagonal (fisher_vector_product)
     cg_iterations = 10  # conjugate-gradient products per step, the paper's (Appendix C)
     if_act_optimizer = False  # the actor moves by update_actor's line search; learning_rate is the critic's
@@ -2439,35 +2275,25 @@ class AgentDiscreteTRPO(AgentTRPO, AgentDiscreteVPG):
 
 
 class KFAC(torch.optim.Optimizer):
-    """Natural-gradient steps for a network of nn.Linear layers, the Fisher approximated by Kronecker factors
-    (K-FAC, Martens and Grosse arXiv:1503.05671), with ACKTR's trust-region step size (Wu et al. arXiv:1708.05144).
-
-    For a layer s = W a (a: its input with a 1 appended for the bias, W: [weight | bias]) the gradient of one
-    sample is g a^T, g = dloss/ds, and its Fisher block E[vec(g a^T) vec(g a^T)^T] is approximated by G (x) A,
-    A = E[a a^T], G = E[g g^T] (K-FAC section 3), each a running average over updates (section 5). Samples
-    of g come from the model's own output distribution (update_factors), as the Fisher asks (section 5). With the
-    eigendecompositions A = Q_A diag(d_A) Q_A^T and G = Q_G diag(d_G) Q_G^T, the damped inverse is exact, as
-    G (x) A has the eigenvectors q_g (x) q_a with eigenvalues d_g d_a:
-    (G (x) A + damping I)^-1 vec(V) = vec(Q_G [(Q_G^T V Q_A) / (d_G d_A^T + damping)] Q_A^T).
-    Parameters held by the network outside nn.Linear layers (a Gaussian policy's log std) have no factors and take
-    the plain gradient, as the OpenAI baselines implementation of ACKTR does for the ops it cannot factor.
-
-    step() moves along the preconditioned gradient x = F^-1 g by eta = min(lr, sqrt(2 kl_clip / x^T F x))
-    (ACKTR section 3.2), so that the quadratic model of the KL of each step, eta^2 x^T F x / 2, stays within
-    kl_clip; x^T F x = x^T g."""
+    """Natural-gradient steps for nn.Linear networks, the Fisher approximated by Kronecker factors (K-FAC, Martens
+    and Grosse arXiv:1503.05671), with ACKTR's trust-region step size (Wu et al. arXiv:1708.05144). A layer's
+    Fisher block is G (x) A, A = E[a a^T] (inputs with a 1 for the bias), G = E[g g^T] (output gradients of
+    samples from the model's own distribution), running averages (K-FAC sections 3, 5). Eigendecompositions make
+    the damped inverse exact: (G (x) A + damping I)^-1 vec(V) = vec(Q_G [(Q_G^T V Q_A) / (d_G d_A^T + damping)]
+    Q_A^T). Other parameters (a log std) take the plain gradient, as OpenAI baselines' ACKTR. step() moves by
+    eta = min(lr, sqrt(2 kl_clip / x^T F x)) along x = F^-1 g (ACKTR section 3.2); x^T F x = x^T g."""
 
     def __init__(self, net: nn.Module, lr: float, kl_clip: float, damping: float, stat_decay: float):
         self.layers = [module for module in net.modules() if type(module) is nn.Linear]
         for name, module in net.named_modules():
             if module is not net and type(module) is not nn.Linear and list(module.parameters(recurse=False)):
                 raise RefusedError(f"K-FAC takes networks of nn.Linear layers and parameter-free activations; "
-                                   f"{type(net).__name__}.{name} is a {type(module).__name__} (ACKTR accepts an actor and "
-                                   f"a critic of nn.Linear layers, such as AgentNet's build_mlp)")
+                                   f"{type(net).__name__}.{name} is a {type(module).__name__} (ACKTR accepts an "
+                                   f"actor and a critic of nn.Linear layers, such as AgentNet's build_mlp)")
         super().__init__(net.parameters(), dict(lr=lr, kl_clip=kl_clip, damping=damping, stat_decay=stat_decay))
 
     def record_layer(self, layer: nn.Linear, inputs: tuple[torch.Tensor], output: torch.Tensor):
-        """A forward hook while update_factors runs: keep the layer's input and, on the backward pass, its output's
-        gradient."""
+        """Forward hook during update_factors: keep the layer's input and, on backward, its output's gradient."""
         state = self.state[layer.weight]
         activation = inputs[0].detach().flatten(0, -2)  # (N, in)
         state["a"] = torch.cat((activation, torch.ones_like(activation[:, :1])), dim=1)  # (N, in + 1)
@@ -2529,7 +2355,7 @@ class AgentACKTR(AgentA2C):
                                                     kl_clip=0.001,  # delta, the trust region of each step in KL
                                                     damping=0.01)  # added to the Kronecker-factored Fisher
     # TRPO's batch: A2C's 256 was slower on Pendulum-v1 and left a seed unsolved (History/UPDATE_LOG.md, 2026-11-24)
-    train_defaults = AgentA2C.train_defaults | dict(target_step=2048)
+    train_defaults = AgentA2C.train_defaults | dict(steps_per_round=2048)
     max_grad_norm = None  # the trust region bounds the step; a clip before it would rescale the natural gradient
     if_data_parallel = False  # each rank's Kronecker factors would precondition the mean gradient differently
     stat_decay = 0.99  # the factors' running average, the baselines implementation's
@@ -2558,7 +2384,7 @@ class AgentDiscreteACKTR(DiscreteOnPolicy, AgentACKTR):
     # kl_clip 0.004: the fastest of 0.0005-0.01 on CartPole-v1 (History/UPDATE_LOG.md, 2026-11-24)
     hyper_defaults = AgentACKTR.hyper_defaults | DiscreteOnPolicy.discrete_defaults | dict(kl_clip=0.004)
     # A2C's rollout: Pendulum-v1's 2048 steps were slower on CartPole-v1 (History/UPDATE_LOG.md, 2026-11-24)
-    train_defaults = AgentACKTR.train_defaults | dict(target_step=AgentA2C.train_defaults["target_step"])
+    train_defaults = AgentACKTR.train_defaults | dict(steps_per_round=AgentA2C.train_defaults["steps_per_round"])
 
 
 # ---- off-policy actor-critic with experience replay (ACER) ----
@@ -2567,10 +2393,10 @@ class AgentDiscreteACKTR(DiscreteOnPolicy, AgentACKTR):
 def retrace_targets(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done: torch.Tensor,
                     next_values: torch.Tensor, q_taken: torch.Tensor, traces: torch.Tensor, gamma: float
                     ) -> torch.Tensor:
-    """Retrace targets of segments (T, N) each (Munos et al. arXiv:1606.02647; ACER paper, section 3.1 and Algorithm 2):
+    """Retrace targets of segments (T, N) (Munos et al. arXiv:1606.02647; ACER paper, section 3.1, Algorithm 2):
     Q_ret[t] = r[t] + gamma * not_terminated[t] * (V(next_state[t]) + not_done[t] * traces[t+1] * (Q_ret[t+1] -
-    Q(s[t+1], a[t+1]))), traces = min(1, pi / mu) of the actions taken. The correction stops at every episode end
-    (truncation bootstraps from the final observation's value, termination from nothing) and at the segment's end."""
+    Q(s[t+1], a[t+1]))), traces = min(1, pi / mu). The correction stops at episode ends (truncation bootstraps
+    from the final observation's value, termination from nothing) and at the segment's end."""
     q_ret = torch.empty_like(rewards)
     correction = torch.zeros_like(rewards[0])  # traces[t+1] * (Q_ret[t+1] - Q[t+1]); nothing past the segment
     for t in reversed(range(rewards.shape[0])):
@@ -2580,25 +2406,23 @@ def retrace_targets(rewards: torch.Tensor, not_terminated: torch.Tensor, not_don
 
 
 def trust_region_step(g: torch.Tensor, k: torch.Tensor, delta: float) -> torch.Tensor:
-    """argmin_z |g - z|^2 / 2 subject to k.z <= delta, row by row (..., dim): z = g - max(0, (k.g - delta) / |k|^2) k
-    (ACER paper, section 3.3): the gradient g, less its part along k (the gradient of the KL to the average policy) that
-    would move the linearised KL by more than delta."""
+    """argmin_z |g - z|^2 / 2 s.t. k.z <= delta, row by row: z = g - max(0, (k.g - delta) / |k|^2) k (ACER paper,
+    section 3.3), k the gradient of the KL to the average policy."""
     excess = ((k * g).sum(dim=-1, keepdim=True) - delta).clamp(min=0)
     return g - excess / k.pow(2).sum(dim=-1, keepdim=True).clamp(min=1e-12) * k
 
 
 class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
-    """ACER for discrete actions (Wang et al. arXiv:1611.01224): a categorical actor, a critic Q(s, .), and an
-    average policy (the actor's soft-updated copy). Each update learns from the new rollout, then from repeat_times
-    rollouts replayed from a SegmentReplayBuffer: the critic regresses Q(s, a) on Retrace targets, the actor follows
-    the truncated importance-weighted policy gradient with bias correction (section 3.2) projected into the trust region
-    around the average policy (trust_region_step)."""
+    """ACER for discrete actions (Wang et al. arXiv:1611.01224): a categorical actor, a critic Q(s, .), an average
+    policy (the actor's soft-updated copy). Each update learns from the new rollout, then repeat_times replayed
+    ones: Retrace targets for the critic; the truncated, bias-corrected importance-weighted policy gradient
+    (section 3.2) projected into the trust region (trust_region_step)."""
 
     if_image_states = False  # not yet tried on images
     if_act_target = True  # the average policy network
     cri_class = QNet
     train_defaults = AgentOnPolicy.train_defaults | dict(repeat_times=4,  # rollouts replayed per new one
-                                                         max_memo=50_000,  # the paper's replay, in transitions
+                                                         buffer_size=50_000,  # the paper's replay, in transitions
                                                          if_save_buffer=True)  # checkpoints hold the replayed rollouts
     # reward_scale 0.1 (DQN's): a Q critic moves slowly toward returns up to 100 (History/UPDATE_LOG.md, 2026-11-24)
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=0.1, entropy_coef=0.01,
@@ -2659,18 +2483,17 @@ class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
 
 
 class MultiAgent:
-    """What makes an agent class a team's: num_agents. Its states are the team's, every agent's observation
-    (state_dim long) side by side, (num_agents * state_dim,); its actions every agent's, (num_agents,) integers or
-    (num_agents * action_dim,) in [-1, 1]. Its reward (valued_reward) is the team's, the sum of the agents' rewards
-    (common_reward, EPyMARL's convention), or, for an agent with a value per agent (if_agent_rewards: MADDPG, MAPPO)
-    and common_reward=False, each agent's own: on a competitive or mixed env (simple_tag_v3) a sum would train every
-    agent, the prey too, to get the prey caught. Put it first among the bases:
-    class AgentQMIX(MultiAgent, AgentDoubleDQN)."""
+    """Makes an agent class a team's (num_agents): states are every agent's observation side by side,
+    (num_agents * state_dim,); actions (num_agents,) integers or (num_agents * action_dim,) in [-1, 1]. It learns the
+    team's reward, the sum of the agents' (common_reward, EPyMARL's), or, with a value per agent (if_agent_rewards:
+    MADDPG, MAPPO) and common_reward=False, each agent's own: on a competitive env (simple_tag_v3) a sum would train
+    the prey to get caught. First among the bases: AgentQMIX(MultiAgent, AgentDoubleDQN)."""
 
     if_multi_agent = True
     net_keywords = ("num_agents",)  # a team's networks take its size
 
-    def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, *, num_agents: int, **hyperparameters):
+    def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, *, num_agents: int,
+                 **hyperparameters):
         self.num_agents = num_agents  # before the networks are built
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
         self.check_common_reward(self.common_reward)
@@ -2678,10 +2501,10 @@ class MultiAgent:
     @classmethod
     def check_common_reward(cls, common_reward: bool):
         if not (common_reward or cls.if_agent_rewards):
-            raise RefusedError(f"common_reward=False is not accepted: {cls.__name__} learns one value of the team's common "
-                               f"reward, the sum of the agents' rewards (EPyMARL's common_reward); AgentMADDPG, "
-                               f"AgentDiscreteMADDPG, AgentDiscreteIDDPG, AgentMAPPO and AgentDiscreteMAPPO learn from each "
-                               f"agent's own reward")
+            raise RefusedError(f"common_reward=False is not accepted: {cls.__name__} learns one value of the team's "
+                               f"common reward, the sum of the agents' rewards (EPyMARL's common_reward); "
+                               f"AgentMADDPG, AgentDiscreteMADDPG, AgentDiscreteIDDPG, AgentMAPPO and "
+                               f"AgentDiscreteMAPPO learn from each agent's own reward")
 
     def random_action(self, num_envs: int | None = None, state: np.ndarray | None = None) -> np.ndarray:
         """Every agent's uniformly random action: (..., num_agents) indices, or (..., num_agents * action_dim)."""
@@ -2713,25 +2536,22 @@ class MultiAgent:
 
 
 def team_defaults(defaults: dict, common_reward: bool) -> dict:
-    """An agent's hyperparameters as a team's: no if_state_norm (a team's states mix every agent's observations; their
-    statistics are not one agent's), no if_action_mask (a team's env gives no mask per agent), and common_reward: True
-    learns from the sum of the agents' rewards, False from each agent's own (MultiAgent)."""
+    """An agent's hyperparameters as a team's: no if_state_norm (team states mix agents' observations), no
+    if_action_mask (no mask per agent), and common_reward (MultiAgent)."""
     return ({name: value for name, value in defaults.items() if name not in ("if_state_norm", "if_action_mask")}
             | dict(common_reward=common_reward))
 
 
 class AgentQMIX(MultiAgent, AgentDoubleDQN):
-    """QMIX (Rashid et al. arXiv:1803.11485): the agents' shared network gives each agent's q-values, a monotonic
-    mixer of the team's state joins the chosen ones into Q_tot (AgentNet.QMixNet), and Q_tot learns the team's
-    reward with double-Q targets: the online agents pick every next action, the target network values the joint one.
-    Each agent acts greedily on its own q-values (epsilon-greedy while exploring), which monotonicity makes the
-    team's greedy joint action."""
+    """QMIX (Rashid et al. arXiv:1803.11485): a shared agent network gives each agent's q-values, a monotonic mixer
+    of the team's state joins the chosen ones into Q_tot (AgentNet.QMixNet), learned with double-Q targets. Each
+    agent acts greedily on its own q-values, which monotonicity makes the team's greedy joint action."""
 
     cri_class = QMixNet
     net_keywords = ("if_noisy", "num_agents")
-    # half DQN's learning rate, a quarter of its tau and an eighth of its updates (in batches four times as large):
-    # with DQN's, Q_tot on simple_spread_v3 rose without bound (History/UPDATE_LOG.md, 2026-11-25)
-    hyper_defaults = team_defaults(AgentDoubleDQN.hyper_defaults, True) | dict(learning_rate=5e-4, soft_update_tau=0.005)
+    # below DQN's step size, tau and updates: with DQN's, Q_tot rose without bound (History/UPDATE_LOG.md, 2026-11-25)
+    hyper_defaults = team_defaults(AgentDoubleDQN.hyper_defaults, True) | dict(learning_rate=5e-4,
+                                                                                soft_update_tau=0.005)
     train_defaults = AgentDoubleDQN.train_defaults | dict(batch_size=256, repeat_times=0.125)
     get_q_heads = AgentOffPolicy.get_q_heads  # Q_tot of the joint action taken (QMixNet.get_q_heads)
 
@@ -2748,22 +2568,20 @@ class AgentVDN(AgentQMIX):
 
 
 class AgentMADDPG(MultiAgent, AgentDDPG):
-    """MADDPG (Lowe et al. arXiv:1706.02275) for continuous actions: decentralised actors that see their own
-    observation (AgentNet.TeamActor), each with a centralised critic on every observation and action (TeamCritic)
-    that regresses onto its own target r_i + gamma * Q_i'(s', mu'(s')) (eq. 6), r_i agent i's own reward (MultiAgent);
-    DDPG's exploration and warm-up."""
+    """MADDPG (Lowe et al. arXiv:1706.02275) for continuous actions: decentralised actors on their own observation
+    (AgentNet.TeamActor), each with a centralised critic of every observation and action (TeamCritic) regressed onto
+    r_i + gamma * Q_i'(s', mu'(s')) (eq. 6), r_i agent i's own reward; DDPG's exploration and warm-up."""
 
     if_agent_rewards = True
     # a white warm-up: the team rows (BENCHMARKS.md) were measured with it, and the particle envs reward no momentum
     hyper_defaults = team_defaults(AgentDDPG.hyper_defaults, False) | dict(random_beta=0.0)
-    # QMIX's: an update of batch 256 per 8 steps (the paper's: one of 1024 per 100 steps)
-    # DDPG's, one of 128 per step, was slower on simple_spread_v3 and scored lower (History/UPDATE_LOG.md, 2026-11-25)
+    # QMIX's update of 256 per 8 steps (paper: 1024 per 100); DDPG's was slower (History/UPDATE_LOG.md, 2026-11-25)
     train_defaults = AgentDDPG.train_defaults | dict(batch_size=256, repeat_times=0.125)
     act_class, cri_class = TeamActor, TeamCritic
 
-    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Critic i regresses onto agent i's reward: the batch's rewards (B, num_agents), as (num_agents, B) beside the
-        critics' Q (TeamCritic)."""
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Critic i regresses onto agent i's reward: rewards (B, num_agents) as (num_agents, B), as the critics' Q."""
         state, action, reward, discount, next_state = batch
         return super().get_obj_critic((state, action, reward.T, discount, next_state), weights)
 
@@ -2782,12 +2600,10 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
 
 
 class AgentDiscreteMADDPG(AgentMADDPG):
-    """MADDPG for discrete actions: each actor samples from a categorical policy while exploring and in the critics'
-    target, and acts greedily in evaluation; its gradient passes through a straight-through Gumbel-softmax sample
-    (one-hot forward, softmax backward; Jang et al. arXiv:1611.01144). The paper's code (openai/maddpg) fed the critics
-    the relaxed (soft) Gumbel-softmax sample itself and added 1e-3 times the mean squared logit to the actor's loss;
-    the critics here take one-hot actions (AgentNet.TeamCriticDiscrete), the actions the env receives, and the actor's
-    loss keeps that penalty (get_obj_actor)."""
+    """MADDPG for discrete actions: actors sample a categorical policy while exploring and in the critics' target,
+    act greedily in evaluation, and learn through a straight-through Gumbel-softmax sample (Jang et al.
+    arXiv:1611.01144). Unlike the paper's code (openai/maddpg), the critics take one-hot actions, those the env
+    receives (AgentNet.TeamCriticDiscrete); its logit penalty stays (get_obj_actor)."""
 
     if_discrete = True
     logits_penalty = 1e-3  # weight of the mean squared logit in the actor's loss, the paper's code's
@@ -2815,32 +2631,32 @@ class AgentDiscreteMADDPG(AgentMADDPG):
 
 
 class AgentDiscreteIDDPG(AgentDiscreteMADDPG):
-    """Independent DDPG, the MADDPG paper's DDPG baseline (Lowe et al. arXiv:1706.02275, section 5 and Figure 3):
-    each agent a DDPG learner of its own reward with a decentralised critic Q_i(o_i, a_i) on its own observation and
-    action (AgentNet.TeamCriticLocalDiscrete); discrete MADDPG's actors, exploration and settings otherwise, as the
-    paper gave both Gumbel-softmax actors, so that the two differ only in what the critics see."""
+    """Independent DDPG, the MADDPG paper's baseline (arXiv:1706.02275, section 5, Figure 3): each agent's critic
+    Q_i(o_i, a_i) sees only its own observation and action (AgentNet.TeamCriticLocalDiscrete); otherwise discrete
+    MADDPG, so the two differ only in what the critics see."""
 
     cri_class = TeamCriticLocalDiscrete
 
 
 class AgentQTRAN(AgentQMIX):
-    """QTRAN-base (Son et al. arXiv:1905.05408): QMIX's agents act greedily on their q_i, but no mixer constrains the
-    team's Q: an unconstrained Q_jt(s, a) learns the TD target (AgentNet.QTranNet), and the q_i and V_jt(s) are pulled to
-    factorise it, sum_i q_i(a_i) - Q_jt(s, a) + V_jt(s) = 0 at the greedy joint action (L_opt) and >= 0 at the taken
-    one (L_nopt), Q_jt held fixed in both (Theorem 1, eq. 4-6). It can represent payoffs that QMIX's monotonic
-    mixer cannot."""
+    """QTRAN-base (Son et al. arXiv:1905.05408): an unconstrained Q_jt(s, a) learns the TD target (AgentNet.QTranNet);
+    the agents' q_i and V_jt(s) are pulled to factorise it, sum_i q_i(a_i) - Q_jt(s, a) + V_jt(s) = 0 at the greedy
+    joint action (L_opt) and >= 0 at the taken one (L_nopt), Q_jt fixed (Theorem 1, eq. 4-6): it represents
+    payoffs that QMIX's monotonic mixer cannot."""
 
     cri_class = QTranNet
-    hyper_defaults = AgentQMIX.hyper_defaults | dict(lambda_opt=1.0, lambda_nopt=1.0)  # the paper's weights of L_opt, L_nopt
+    hyper_defaults = AgentQMIX.hyper_defaults | dict(lambda_opt=1.0, lambda_nopt=1.0)  # the paper's weights
 
-    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
         """L_td of Q_jt (its TD errors set priorities) + lambda_opt L_opt + lambda_nopt L_nopt."""
         obj_td, td_errors = super().get_obj_critic(batch, weights)
         state, action = batch[:2]
         agent_q = self.cri(state)  # (B, num_agents, action_dim)
         greedy_q, greedy_action = agent_q.max(dim=-1)  # (B, num_agents) each
         with torch.no_grad():
-            joint_greedy, joint_taken = (self.cri.get_q_heads(state, a)[0] for a in (greedy_action, action))  # (B,) each
+            joint_greedy, joint_taken = (self.cri.get_q_heads(state, a)[0]  # (B,) each
+                                         for a in (greedy_action, action))
         value = self.cri.get_value(state)
         gap_opt = greedy_q.sum(dim=-1) - joint_greedy + value
         gap_nopt = agent_q.gather(-1, action.unsqueeze(-1)).squeeze(-1).sum(dim=-1) - joint_taken + value
@@ -2849,11 +2665,10 @@ class AgentQTRAN(AgentQMIX):
 
 
 class AgentMAPPO(MultiAgent, AgentPPO):
-    """MAPPO (Yu et al. arXiv:2103.01955) for continuous actions: PPO for a team, one policy shared by every agent with
-    its index as input (AgentNet.TeamActorPPO), each agent's own clipped ratio on its own advantage, from a centralised
-    value of the team's state for each agent, V_i(s) (TeamCriticValue), of its own rewards (MultiAgent; the paper's
-    agent-specific global state, section 4.3, where their rewards differ), which learns standardised returns: value
-    normalisation, which the paper finds matters (section 4.1)."""
+    """MAPPO (Yu et al. arXiv:2103.01955) for continuous actions: one policy shared by the agents, the agent's index
+    as input (AgentNet.TeamActorPPO); each agent's clipped ratio on its own advantage from a centralised value V_i(s)
+    of its own rewards (TeamCriticValue; the paper's agent-specific global state, section 4.3), learned on
+    standardised returns: value normalisation matters (section 4.1)."""
 
     if_agent_rewards = True
     act_class, cri_class = TeamActorPPO, TeamCriticValue
@@ -2893,14 +2708,15 @@ class AgentCOMA(MultiAgent, AgentVPG):
         """The critic first (fit_critic on TD(lambda) returns), then one step of the actor on the whole rollout with
         the stepped critic's advantages (Algorithm 1)."""
         with torch.no_grad():
-            q_taken = self.cri_target.get_q_taken(buffer.states, buffer.actions).mean(dim=-1)  # (T, N): every row's Q(s, a)
+            q_taken = self.cri_target.get_q_taken(buffer.states, buffer.actions).mean(dim=-1)  # (T, N), rows' mean
             next_action = self.act.get_action_log_prob(buffer.next_states)[0]  # where the rollout holds no next action
             next_q = self.cri_target.get_q_taken(buffer.next_states, next_action).mean(dim=-1)
             next_q[:-1] = torch.where(buffer.not_done[:-1].bool(), q_taken[1:], next_q[:-1])  # the next one taken
             returns = buffer.get_advantages(q_taken, next_q, self.gamma, self.lambda_gae)[1]  # TD(lambda) returns
         state, action = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)
         obj_critic = self.fit_critic((state, action, returns.flatten()), batch_size, repeat_times)
-        obj_actor = self.update_actor((state, action, buffer.log_probs.flatten(0, 1), self.get_advantage(state, action)))
+        obj_actor = self.update_actor((state, action, buffer.log_probs.flatten(0, 1),
+                                       self.get_advantage(state, action)))
         return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
 
     def get_obj_critic(self, state: torch.Tensor, action: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:

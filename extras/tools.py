@@ -18,8 +18,8 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 
 import AgentRun
 from AgentNet import is_image
-from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, EnvInfo, MissingRunError, agent_settings,
-                      env_from_config, network_shape, new_agent, parse_overrides, prepare_env, run_episodes)
+from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, EnvInfo, MissingRunError, agent_settings, build_agent,
+                      env_from_config, parse_overrides, prepare_env, run_episodes)
 from AgentZoo import AgentBase, RefusedError, load_weights
 
 
@@ -38,9 +38,7 @@ def read_run(cwd: str, command: str) -> dict:
 
 def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None) -> AgentBase:
     """The agent of config.json, its hyperparameters as trained, acting with the best actor of actor.pt (weights_only)."""
-    agent_class = Arguments(agent=config["agent"]).get_agent_class()
-    hyperparameters = {name: config[name] for name in agent_class.hyper_defaults if name in config}
-    agent = new_agent(agent_class, network_shape(config), env_info, device, hyperparameters)
+    agent = build_agent(config, env_info, device)
     agent.act.load_state_dict(load_weights(os.path.join(cwd, "actor.pt"), agent.device))
     return agent
 

@@ -81,6 +81,18 @@ def test_unknown_key_names_the_valid_ones():
         parse_overrides(["learning_rat=0.1"])
 
 
+@pytest.mark.parametrize("old, new", [("target_step", "steps_per_round"), ("max_memo", "buffer_size")])
+def test_a_renamed_field_is_refused_with_its_new_name(old, new):
+    message = rf"{old}= is not accepted: it was renamed {new}= \(the same value\); pass {new}=512"
+    with pytest.raises(ValueError, match=message):
+        parse_overrides([f"{old}=512"])
+    with pytest.raises(ValueError, match=message):
+        Arguments(agent="AgentPPO", env="Pendulum-v1", **{old: 512})
+    with pytest.raises(ValueError, match=message):
+        AgentRun.run__demo(**{old: 512})
+    assert new in AgentRun.ARGUMENT_NAMES and old not in Arguments().to_dict()
+
+
 def test_override_without_equals_sign():
     with pytest.raises(ValueError, match=r"expected key=value, got 'seed'"):
         parse_overrides(["seed"])
@@ -103,7 +115,7 @@ def test_override_of_the_wrong_type(item, message):
 
 @pytest.mark.parametrize("field, value, accepted", [
     ("gamma", 1.5, r"in \(0, 1\]"), ("gamma", 0.0, r"in \(0, 1\]"), ("learning_rate", -1e-3, "> 0"),
-    ("batch_size", 0, "> 0"), ("net_dim", -8, "> 0"), ("max_memo", 0, "> 0"), ("eval_times", 0, "> 0"),
+    ("batch_size", 0, "> 0"), ("net_dim", -8, "> 0"), ("buffer_size", 0, "> 0"), ("eval_times", 0, "> 0"),
     ("soft_update_tau", 2.0, r"in \(0, 1\]"), ("eval_gap", -1.0, ">= 0"), ("batch_size", 32.5, "integer"),
     ("random_steps", -1, ">= 0"), ("random_steps", 100.5, "integer"),
     ("seed", 1.5, "integer"), ("eval_times", 2.5, "integer"),  # integer fields by their annotation
@@ -139,7 +151,7 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
     ("AgentDDPG", "entropy_coef", "AgentA2C"),
     ("AgentPPO", "random_beta", "AgentDDPG, AgentInterAC, AgentInterSAC"),  # no random warm-up
     ("AgentA2C", "ratio_clip", "AgentDiscreteMAPPO, AgentDiscretePPO"),  # A2C's objective has no ratio to clip
-    ("AgentPPO", "max_memo", "AgentACER, AgentApeX, AgentC51"),  # no replay buffer
+    ("AgentPPO", "buffer_size", "AgentACER, AgentApeX, AgentC51"),  # no replay buffer
     ("AgentA2C", "batch_size", "AgentApeX, AgentC51, AgentCOMA"),  # one step on the whole rollout
     ("AgentA2C", "repeat_times", "AgentACER, AgentApeX, AgentC51"),
     ("AgentPPO", "if_save_buffer", "AgentACER, AgentApeX, AgentC51"),  # no replay buffer to leave out

@@ -191,11 +191,11 @@ def test_bytes_per_atari_transition():
 def test_atari_like_env_gets_the_frame_buffer(tmp_path):
     env_info = prepare_env(stacked_env(0))[1]
     assert env_info.frame_stack == 4
-    args = Arguments(agent="AgentDQN", env=stacked_env(0), num_envs=2, max_memo=64)
+    args = Arguments(agent="AgentDQN", env=stacked_env(0), num_envs=2, buffer_size=64)
     args.resolve(env_info)
     buffer = build_buffer(args, env_info, "cpu")
     assert type(buffer) is FrameStackReplayBuffer and buffer.num_envs == 2
-    args = Arguments(agent="AgentRainbow", env=stacked_env(0), max_memo=64, n_step=3)
+    args = Arguments(agent="AgentRainbow", env=stacked_env(0), buffer_size=64, n_step=3)
     args.resolve(env_info)
     buffer = build_buffer(args, env_info, "cpu")
     assert type(buffer) is FrameStackPrioritizedReplayBuffer and buffer.n_step == 3
@@ -205,23 +205,23 @@ def test_atari_like_env_gets_the_frame_buffer(tmp_path):
     args.resolve(env_info)
     buffer = build_buffer(args, env_info, "cpu")
     assert env_info.frame_stack == 1 and type(buffer) is FrameStackReplayBuffer and buffer.stack == 1
-    assert args.max_memo == 2 ** 20  # a frame of 7,056 bytes: 2^20 of them fit the default replay's 8 GiB
+    assert args.buffer_size == 2 ** 20  # a frame of 7,056 bytes: 2^20 of them fit the default replay's 8 GiB
 
 
 def test_default_replay_of_large_images_fits_8_gib():
     """CarRacing-v3's 96x96x3 frames (an instance's, as it comes): 2^18 transitions by default (7.2 GB of frames), not
-    2^20 (29 GB, which this machine could not even allocate); a max_memo the user sets stands. Its id's two grey
+    2^20 (29 GB, which this machine could not even allocate); a buffer_size the user sets stands. Its id's two grey
     96x96 frames store one frame a transition: 2^19 (4.8 GB)."""
     env_info = prepare_env(gym.make("CarRacing-v3"))[1]
     args = Arguments(agent="AgentInterSAC", env=gym.make("CarRacing-v3"))
     args.resolve(env_info)
-    assert args.max_memo == 2 ** 18
+    assert args.buffer_size == 2 ** 18
     args = Arguments(agent="AgentInterSAC", env="CarRacing-v3")
     args.resolve(prepare_env("CarRacing-v3")[1])
-    assert args.max_memo == 2 ** 19
-    args = Arguments(agent="AgentInterSAC", env="CarRacing-v3", max_memo=2 ** 10)
+    assert args.buffer_size == 2 ** 19
+    args = Arguments(agent="AgentInterSAC", env="CarRacing-v3", buffer_size=2 ** 10)
     args.resolve(env_info)
-    assert args.max_memo == 2 ** 10
+    assert args.buffer_size == 2 ** 10
 
 
 def test_atari_frames_cross_processes_checkpoint_and_resume(tmp_path):
@@ -232,7 +232,7 @@ def test_atari_frames_cross_processes_checkpoint_and_resume(tmp_path):
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentDQN", env="ALE/Pong-v5", cwd=cwd, break_step=512, random_steps=256,
                                  batch_size=16, eval_times=1, target_return=1e9, if_multiprocess=True,
-                                 max_memo=4096))
+                                 buffer_size=4096))
     saved = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)
     assert saved["frames"].dtype == torch.uint8 and saved["frames"].shape[1:] == (84, 84)
     # one frame per stored step, one per episode end, the first state's stack and the last next state's frame

@@ -72,7 +72,7 @@ def test_continuous_agents_run_on_a_two_dimensional_action_space(agent, break_st
 @pytest.mark.parametrize("if_multiprocess, num_envs", [(False, 1), (True, 1), (False, 4), (True, 4)])
 def test_random_warm_up_comes_before_learning(if_multiprocess, num_envs, tmp_path, monkeypatch):
     """TD3 explores uniformly for random_steps, then learns; the first update round trains on one round's
-    transitions (target_step), not on the whole warm-up. Steps count every env of a vector env."""
+    transitions (steps_per_round), not on the whole warm-up. Steps count every env of a vector env."""
     add_sizes = []
     update_net = AgentTD3.update_net
     monkeypatch.setattr(AgentTD3, "update_net", lambda self, buffer, *a: add_sizes.append(buffer.add_size) or

@@ -18,7 +18,7 @@ def test_both_heads_train_the_shared_trunk_and_differ():
 
 
 def actor_steps(agent: AgentModSAC, obj_critic: float, critic_steps: int) -> int:
-    return sum(agent.if_actor_step(torch.tensor(obj_critic)) for _ in range(critic_steps))
+    return sum(agent.is_actor_step(torch.tensor(obj_critic)) for _ in range(critic_steps))
 
 
 def test_the_actor_steps_on_half_the_critic_steps_when_the_critic_is_unreliable_and_on_all_when_it_is():

@@ -92,7 +92,7 @@ def test_two_workers_reach_the_target_and_every_episode_is_counted(agent, env, t
 def test_an_explorer_reports_every_episode_of_a_round(tmp_path):
     """Two-step episodes: a round of 512 steps ends 256 of them, more than gymnasium keeps returns of by default."""
     env = gym.wrappers.TimeLimit(CounterEnv(terminate_at=2), max_episode_steps=10)
-    train_and_evaluate(Arguments(agent="AgentDiscretePPO", env=env, cwd=str(tmp_path / "run"), target_step=512,
+    train_and_evaluate(Arguments(agent="AgentDiscretePPO", env=env, cwd=str(tmp_path / "run"), steps_per_round=512,
                                  break_step=2048, target_return=1000, eval_gap=0, if_multiprocess=True))
     run_state = AgentRun.read_run_state(str(tmp_path / "run"))
     assert run_state["episodes"] == run_state["step"] // 2, run_state

@@ -150,7 +150,7 @@ def test_r2d2_default_replay_of_frames_fits_8_gib():
     pytest.importorskip("cv2")
     args = Arguments(agent="AgentR2D2", env="ALE/Pong-v5")
     args.resolve(prepare_env("ALE/Pong-v5")[1])
-    assert args.max_memo == 2 ** 12
+    assert args.buffer_size == 2 ** 12
 
 
 # ---- learning ----
@@ -227,7 +227,7 @@ def test_atari_frame_stack_by_setting():
     assert prepare_env("ALE/Pong-v5", frame_stack=2)[1].state_dim == (2, 84, 84)
     args = Arguments(agent="AgentR2D2", env="ALE/Pong-v5", frame_stack=1, num_envs=2, eval_times=2)
     args.resolve(env_info)
-    assert args.max_memo == 2 ** 14
+    assert args.buffer_size == 2 ** 14
     explore_env = build_explore_env(args)
     assert explore_env.reset(seed=0)[0].shape == (args.num_envs, 1, 84, 84)
     evaluator = build_evaluator(args, env_info, step=0, state=None)
@@ -243,8 +243,8 @@ def test_atari_frame_stack_run_resumes_and_replays(tmp_path):
     import AgentRun
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentDQN", env="ALE/Pong-v5", frame_stack=1, cwd=cwd, break_step=128,
-                                 random_steps=64, target_step=64, batch_size=8, eval_gap=1e9, eval_times=1,
-                                 target_return=1e9, if_multiprocess=True, max_memo=1024))
+                                 random_steps=64, steps_per_round=64, batch_size=8, eval_gap=1e9, eval_times=1,
+                                 target_return=1e9, if_multiprocess=True, buffer_size=1024))
     assert json.load(open(f"{cwd}/config.json"))["frame_stack"] == 1
     frames = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)["frames"]
     assert frames.dtype == torch.uint8 and frames.shape[1:] == (1, 84, 84)
@@ -358,7 +358,7 @@ def test_multiprocess_run_on_frames_then_resume_and_replay(tmp_path):
     import AgentRun
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentDQN", env="MinAtar/Breakout-v1", cwd=cwd, break_step=512, eval_gap=0,
-                                 eval_times=1, target_return=1e9, if_multiprocess=True, max_memo=2048))
+                                 eval_times=1, target_return=1e9, if_multiprocess=True, buffer_size=2048))
     frames = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)["frames"]  # each grid once (FrameStacks)
     assert frames.dtype == torch.bool and frames.shape[1:] == (10, 10, 4) and 512 <= frames.shape[0] < 600
     assert AgentRun.resume(cwd, break_step=1024, if_multiprocess=False)["step"] == 1024

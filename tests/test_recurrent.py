@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, prepare_env, resume, run_episodes, train_and_evaluate
+from AgentRun import Arguments, env_family, prepare_env, resume, run_episodes, train_and_evaluate
 from extras.tools import replay
 from AgentNet import NetShape, RecurrentCore
 from AgentZoo import AgentDiscreteRecurrentPPO, AgentRecurrentPPO, RecurrentRolloutBuffer, RefusedError, sequences
@@ -76,6 +76,7 @@ def test_sequences_are_whole_columns_cut_in_order_with_their_episode_starts():
                          [(AgentDiscreteRecurrentPPO, "CartPoleNoVel-v1", 4, 2),
                           (AgentRecurrentPPO, "PendulumNoVel-v1", 3, 1)])
 def test_a_rounds_first_minibatch_replays_the_policy_that_acted(agent_class, env_id, state_dim, action_dim):
+    env_family(env_id)  # registers the velocity-masked ids (extras.no_velocity), as a run does
     torch.manual_seed(0)
     env = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 3, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     agent = agent_class(32, state_dim, action_dim, device="cpu", seq_len=8)
@@ -133,7 +134,7 @@ def test_evaluation_runs_each_episode_from_a_zero_memory():
     (dict(if_state_norm=True), "has no if_state_norm"),
     (dict(if_action_mask=True), "has no if_action_mask"),
     (dict(seq_len=0), "seq_len must be a number >= 1"),
-    (dict(seq_len=5, target_step=2048, num_envs=8), "it must divide target_step // num_envs = 256"),
+    (dict(seq_len=5, steps_per_round=2048, num_envs=8), "it must divide steps_per_round // num_envs = 256"),
 ])
 def test_what_it_cannot_do_yet_is_refused_with_what_is_accepted(settings, message, tmp_path):
     args = Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), **settings)
@@ -229,7 +230,7 @@ def test_explorer_processes_carry_their_memories_and_every_round_starts_at_ratio
     from, as four copies side by side, and replays each round's first minibatch with the policy that acted."""
     cwd = tmp_path / "run"
     train_and_evaluate(Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", seed=0, cwd=str(cwd),
-                                 num_workers=2, num_envs=2, target_step=256, break_step=2048, eval_gap=0, eval_times=2))
+                                 num_workers=2, num_envs=2, steps_per_round=256, break_step=2048, eval_gap=0, eval_times=2))
     with open(cwd / "recorder.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) >= 2 and int(rows[-1]["step"]) >= 2048

@@ -134,6 +134,25 @@ def test_a_resumed_run_starts_from_the_saved_networks_optimizers_buffer_and_rand
     assert_same(last_saved, restored[0])  # what the first session's last checkpoint held, the second starts from
 
 
+def test_a_run_from_before_the_renames_resumes(tmp_path):
+    """config.json written before target_step and max_memo were renamed (steps_per_round, buffer_size) resumes with
+    its values under the new names."""
+    cwd = str(tmp_path / "run")
+    train_and_evaluate(Arguments(agent="AgentDQN", env="CartPole-v1", cwd=cwd, break_step=1024, steps_per_round=128,
+                                 buffer_size=4096, eval_gap=0, if_multiprocess=False))
+    config_path = os.path.join(cwd, "config.json")
+    with open(config_path) as f:
+        config = json.load(f)
+    config["target_step"], config["max_memo"] = config.pop("steps_per_round"), config.pop("buffer_size")
+    with open(config_path, "w") as f:
+        json.dump(config, f)
+    AgentRun.resume(cwd, break_step=2048)
+    with open(config_path) as f:
+        config = json.load(f)
+    assert (config["steps_per_round"], config["buffer_size"]) == (128, 4096) and "target_step" not in config
+    assert AgentRun.read_run_state(cwd)["step"] >= 2048
+
+
 def checkpoint_step(cwd: str) -> int:
     """The step of cwd's checkpoint; -1 while it has none, or while the one it has is being replaced as this reads."""
     try:
@@ -391,7 +410,7 @@ def test_resume_drops_what_the_run_recorded_after_its_checkpoint(tmp_path, monke
 
 
 def test_checkpoint_holds_only_the_stored_part_of_the_buffer(tmp_path):
-    """buffer.pt grows with the transitions stored, not with max_memo (a view would save the whole storage)."""
+    """buffer.pt grows with the transitions stored, not with buffer_size (a view would save the whole storage)."""
     agent = AgentSAC(16, 3, 1, device="cpu")
     sizes = {}
     for stored in (100, 10_000):

@@ -125,7 +125,7 @@ def test_the_explorer_acts_with_the_statistics_of_the_weights_it_receives(tmp_pa
     """An explorer process (AgentRun.explorer_process, forked as the multiprocess loop starts it) given the learner's
     actor with statistics far from the identity: the log-probs it records are those of that actor, statistics
     included, of the actions it took; an actor without them would have recorded others."""
-    args = Arguments(agent="AgentPPO", env="Pendulum-v1", if_state_norm=True, if_multiprocess=True, target_step=128,
+    args = Arguments(agent="AgentPPO", env="Pendulum-v1", if_state_norm=True, if_multiprocess=True, steps_per_round=128,
                      num_envs=2, start_method="fork", cwd=str(tmp_path / "run"))
     env_info = AgentRun.prepare_env(args.env)[1]
     args.resolve(env_info)

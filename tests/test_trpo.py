@@ -157,7 +157,7 @@ def test_vpg_and_trpo_are_overrides():
     only combine classes."""
     assert set(vars(AgentVPG)) - {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__"} == {
         "train_defaults", "update_net", "update_actor", "fit_critic", "critic_step"}  # the last two: COMA's hooks too
-    assert AgentTRPO.train_defaults == AgentVPG.train_defaults | {"target_step": 2048}
+    assert AgentTRPO.train_defaults == AgentVPG.train_defaults | {"steps_per_round": 2048}
     assert AgentVPG.get_obj_actor is AgentDiscreteA2C.get_obj_actor
     for cls, own in ((AgentDiscreteVPG, set()), (AgentDiscreteTRPO, {"hyper_defaults"})):
         assert set(vars(cls)) - {"__module__", "__doc__", "__qualname__", "__firstlineno__", "__static_attributes__"} == own
