@@ -141,7 +141,7 @@ def main(argv: list[str]):
         module = agent.act if name == "actor" else agent.cri
         if optimizer is None or not steps_per_optimizer[optimizer]:
             continue
-        batch = args.batch_size or args.target_step  # A2C, ACER and the like step once on the whole rollout
+        batch = args.batch_size or args.steps_per_round  # A2C, ACER and the like step once on the whole rollout
         per_step = bare_step_seconds(module, agent, batch, floor_seconds)
         if per_step is None:
             lines.append(f"{name}: {steps_per_optimizer[optimizer]} gradient steps; no bare floor (its forward takes "

@@ -66,7 +66,8 @@ class GoalObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
         with `desired` as their goal, (B, goal_dim) each -> (B,). The infos of the steps are not kept: {} stands for
         them (gymnasium-robotics' tasks compute both from the goals alone)."""
         unwrapped = self.env.unwrapped
-        terminated = unwrapped.compute_terminated(achieved, desired, {}) if hasattr(unwrapped, "compute_terminated") else None
+        terminated = (unwrapped.compute_terminated(achieved, desired, {})
+                      if hasattr(unwrapped, "compute_terminated") else None)
         if terminated is not None and np.ndim(terminated) == 0 and len(achieved) > 1:  # one bool for the batch (mazes)
             terminated = np.array([unwrapped.compute_terminated(a, d, {}) for a, d in zip(achieved, desired)], bool)
         return np.asarray(unwrapped.compute_reward(achieved, desired, {}), np.float32), terminated

@@ -42,10 +42,12 @@ class MultiAgentEnv(gym.Env):
                                f"observations (flattened)")
         self.obs_sizes = [int(np.prod(space.shape)) for space in obs_spaces]
         self.obs_dim = max(self.obs_sizes)
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (len(self.possible_agents) * self.obs_dim,), np.float32)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (len(self.possible_agents) * self.obs_dim,),
+                                                np.float32)
 
         spaces = [parallel_env.action_space(agent) for agent in self.possible_agents]
-        if any(space != spaces[0] for space in spaces) or not isinstance(spaces[0], (gym.spaces.Discrete, gym.spaces.Box)):
+        if any(space != spaces[0] for space in spaces) or not isinstance(spaces[0],
+                                                                         (gym.spaces.Discrete, gym.spaces.Box)):
             raise RefusedError(f"{self.name}: the agents' action spaces {dict(zip(self.possible_agents, spaces))} are not "
                                f"supported; the multi-agent agents act in one action space shared by every agent, Discrete "
                                f"or flat Box (not mixed Box and Discrete, nor Discrete ones of different sizes); wrap the env "
