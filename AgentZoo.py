@@ -1,12 +1,10 @@
-"""Agents and their replay buffers. Every agent shares one interface (README.md):
+"""Agents and their replay buffers; one interface (README.md), continuous actions in [-1, 1], discrete ones integers:
     agent = AgentSAC(net_dim, state_dim, action_dim, device=None, **hyperparameters)
     action = agent.select_action(state, deterministic=False)  # np.ndarray in, np.ndarray out
     trajectory = agent.explore_env(env, horizon)               # tensors for buffer.extend
     stats = agent.update_net(buffer, batch_size, repeat_times) # dict of floats
     agent.update_state_norm(trajectory[0])                     # if_state_norm: after the update
-    agent.save_or_load_agent(cwd, if_save)
-Continuous actions are in [-1, 1] (the env rescales them); discrete agents return integer actions.
-"""
+    agent.save_or_load_agent(cwd, if_save)"""
 import contextlib
 import math
 import os
@@ -30,8 +28,7 @@ from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorE
 
 
 class RefusedError(ValueError):
-    """Refused input (a setting, env, file, run directory), saying what is accepted; AgentRun prints it
-    without a traceback."""
+    """Refused input (a setting, env, file, run directory), saying what is accepted; AgentRun shows no traceback."""
 
 
 @torch.no_grad()
@@ -65,8 +62,7 @@ def new_adam(params, learning_rate: float, device: torch.device) -> torch.optim.
 
 
 def merged_moments(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Count, sum and sum of squares of rows (M, dim), float64, for StateNorm.update; summed over the
-    torch.distributed ranks, so their statistics stay equal."""
+    """Count, sum and sum of squares of rows (M, dim), float64, summed over torch.distributed ranks (StateNorm)."""
     rows = rows.to(torch.float64)
     count = torch.full((1,), rows.shape[0], dtype=torch.float64, device=rows.device)
     moments = torch.cat((count, rows.sum(dim=0), rows.square().sum(dim=0)))  # (1 + 2 * dim,)
@@ -104,8 +100,7 @@ def eval_mode(net: nn.Module, if_eval: bool = True):
 
 
 def check_same_step(agent, env):
-    """Vector envs must autoreset in the same step, so an ended episode's final observation is in
-    info["final_obs"] (gymnasium's NEXT_STEP default would give a step across two episodes)."""
+    """Refuse vector envs that do not autoreset in the same step: final observations come in info["final_obs"]."""
     autoreset_mode = env.metadata.get("autoreset_mode")
     if getattr(autoreset_mode, "value", autoreset_mode) != "SameStep":
         raise RefusedError(f"{type(agent).__name__}.explore_env needs a gymnasium vector env with "
@@ -113,8 +108,7 @@ def check_same_step(agent, env):
 
 
 def final_observations(next_state: np.ndarray, info: dict) -> np.ndarray:
-    """Next states (N, state_dim) with each ended episode's final observation in place of the reset one:
-    a truncated episode bootstraps from the state it was cut at."""
+    """Next states (N, state_dim), ended episodes' final observations in place of the reset ones (to bootstrap)."""
     if "_final_obs" not in info:
         return next_state
     final_state = next_state.copy()
@@ -124,10 +118,8 @@ def final_observations(next_state: np.ndarray, info: dict) -> np.ndarray:
 
 
 class ColoredNoise:
-    """Standard normal draws (*shape) per step, power spectrum 1/f^beta along the steps (0 white, 1 pink, 2 red):
-    coloured noise keeps a direction a while, as momentum tasks need (MountainCar). Pink exploration: Eberhard
-    et al., "Pink Noise Is All You Need", ICLR 2023. White noise scaled by f^(-beta/2) (Timmer and Koenig 1995)
-    in sequences of seq_len steps, the env's episode length (episode_length): one per episode, as the paper."""
+    """Standard normal draws (*shape) per step, power spectrum 1/f^beta (0 white, 1 pink, 2 red): it keeps a direction
+    a while, as momentum tasks need (pink: Eberhard et al., ICLR 2023; Timmer and Koenig 1995); seq_len: an episode."""
 
     def __init__(self, beta: float, shape: tuple[int, ...], seq_len: int = 1000, device=None):
         self.beta, self.shape, self.seq_len, self.device = beta, shape, seq_len, device
@@ -159,11 +151,9 @@ def episode_length(env, default: int = 1000) -> int:
 
 def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done: torch.Tensor, gamma: float,
                    n_step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """n-step returns (Sutton and Barto, section 7.1) of T steps of N envs, (T, N) tensors. For each step t: the
-    return sum_{j<k} gamma^j r_{t+j}, the bootstrap discount gamma^k * not_terminated_{t+k-1}, and t+k-1, the step
-    whose next state bootstraps; (T, N) each. k <= n_step stops at the episode's end (terminated: no bootstrap;
-    truncated: from its final observation) and at step T (shorter, still exact). A team's rewards
-    (T, N, num_agents) give every agent's returns."""
+    """n-step returns (Sutton and Barto, 7.1) of (T, N) tensors: per step t, sum_{j<k} gamma^j r_{t+j}, the bootstrap
+    discount gamma^k * not_terminated_{t+k-1} and index t+k-1, (T, N) each; k <= n_step stops at episode ends
+    (terminated: no bootstrap; truncated: from the final observation) and at T. Team rewards (T, N, num_agents) too."""
     horizon = rewards.shape[0]
     returns = rewards.clone()
     last = torch.arange(horizon, device=rewards.device).unsqueeze(1).expand(not_done.shape).clone()  # (T, N)
@@ -179,9 +169,8 @@ def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done
 
 
 def project_distribution(probs: torch.Tensor, target_support: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-    """probs (B, num_atoms) on target_support (B, num_atoms) (r + discount * z) projected onto the evenly spaced
-    `support` (num_atoms,): C51's Algorithm 1 (Bellemare et al. arXiv:1707.06887). upper = lower + 1 (not ceil)
-    keeps the whole p_j where Tz_j falls on an atom."""
+    """probs (B, num_atoms) on target_support (B, num_atoms) projected onto `support` (num_atoms,): C51's Algorithm 1
+    (Bellemare et al. arXiv:1707.06887); upper = lower + 1 (not ceil) keeps p_j whole on an atom."""
     position = (target_support.clamp(support[0], support[-1]) - support[0]) / (support[1] - support[0])  # in atoms
     lower = position.floor().long()  # (B, num_atoms)
     upper_share = position - lower  # (B, num_atoms), in [0, 1)
@@ -212,11 +201,9 @@ def sequence_priority(td_abs: torch.Tensor, mask: torch.Tensor, eta: float) -> t
 
 
 class ReplayBuffer:
-    """Transitions (state, action, reward, discount, next_state) preallocated on the agent's device, written at a
-    ring pointer; the target is reward + discount * V(next_state). discount = gamma^k * not_terminated
-    (AgentOffPolicy.as_transitions): 0 only where the episode terminated; a time-limit truncation keeps gamma^k
-    and still bootstraps. A team's transition holds every agent's state and action side by side (and each agent's
-    reward: num_rewards). Images keep the env's dtype (uint8, bool); the networks scale them."""
+    """Transitions (state, action, reward, discount, next_state) preallocated in a ring on the device; discount =
+    gamma^k * not_terminated (AgentOffPolicy.as_transitions) is 0 only on termination, so truncations bootstrap. A
+    team's holds every agent's state, action (and reward: num_rewards); images keep the env's dtype."""
 
     def __init__(self, max_len: int, state_dim: "int | tuple[int, ...]", action_dim: int, if_discrete: bool,
                  device=None, num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.float32):
@@ -242,8 +229,7 @@ class ReplayBuffer:
         self.add_size = 0  # how many were added since the last update; update_net trains on repeat_times * this
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
-        """Append a trajectory (the tuple explore_env returns), overwriting the oldest when full; returns the
-        indices written, (size,)."""
+        """Append a trajectory (explore_env's tuple), overwriting the oldest; returns the indices written, (size,)."""
         size = trajectory[0].shape[0]
         if size > self.max_len:  # only the newest max_len fit
             trajectory = tuple(t[-self.max_len:] for t in trajectory)
@@ -257,8 +243,7 @@ class ReplayBuffer:
         return idx
 
     def sample(self, batch_size: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
-        """A uniform random batch (states (B, state_dim), actions, rewards (B,), discounts (B,), next_states), the
-        weights of its transitions' losses (1 here) and their indices (B,)."""
+        """A uniform batch (states, actions, rewards, discounts, next_states), loss weights (1) and indices (B,)."""
         idx = torch.randint(self.cur_len, (batch_size,), device=self.device)
         return tuple(buf[idx] for buf in self.tensors), self.unit_weight, idx
 
@@ -277,10 +262,9 @@ class ReplayBuffer:
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
-    """Proportional prioritized replay (Schaul et al. arXiv:1511.05952, section 3.3): P(i) = p_i / sum_k p_k,
-    p_i = (|TD error_i| + eps)^alpha, new transitions at the largest p so far; loss weights (p_i / min_k p_k)^-beta
-    (section 3.4). beta stays fixed, not annealed to 1: runs stop at the target return (History/UPDATE_LOG.md,
-    2026-11-23). Sums and minima are `fanout`-ary trees on the device: a few vectorised operations per level."""
+    """Proportional prioritized replay (Schaul et al. arXiv:1511.05952, 3.3): P(i) = p_i / sum_k p_k, p_i = (|TD
+    error_i| + eps)^alpha, loss weights (p_i / min_k p_k)^-beta (3.4), beta not annealed: runs stop at the target
+    (History/UPDATE_LOG.md, 2026-11-23). Sums and minima in `fanout`-ary trees on the device, vectorised per level."""
 
     alpha, beta, eps = 0.6, 0.4, 1e-6  # the paper's proportional variant (Table 3); eps keeps every p_i above 0
     fanout = 32
@@ -302,8 +286,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.max_priority = torch.ones((), dtype=torch.float64, device=self.device)
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
-        """ReplayBuffer.extend at the largest priority so far; or, where the trajectory ends with absolute TD errors
-        (size,) (if_explorer_priorities: Ape-X), at their priorities."""
+        """extend at the largest priority so far, or at the priorities of trailing TD errors (size,) (Ape-X)."""
         idx = super().extend(*trajectory[:len(self.tensors)])
         if len(trajectory) > len(self.tensors):
             self.update_priorities(idx, trajectory[-1][-idx.shape[0]:].to(self.device))  # the newest, as extend keeps
@@ -312,8 +295,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return idx
 
     def sample(self, batch_size: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]:
-        """A batch in proportion to the priorities, one draw per equal slice of their sum (the paper's appendix
-        B.2.1), with the importance weights (B,) and indices (B,)."""
+        """Draws by priority, one per equal slice of their sum (appendix B.2.1), with importance weights, indices."""
         total = self.sum_tree[-1][0]
         mass = (torch.arange(batch_size, device=self.device) + torch.rand(batch_size, device=self.device,
                                                                           dtype=torch.float64)) * (total / batch_size)
@@ -376,15 +358,11 @@ def equal_rows(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 class FrameStacks:
-    """Replay mixin for image states, each a stack of an env copy's last S frames (FrameStackObservation: Atari's
-    (4, 84, 84); S = 1 for MinAtar, CarRacing): each frame is stored once in a ring, a transition holds the stamps
-    (write counts) of its state's and next state's frames, and sampling gathers the stacks, as rlpyt does (Stooke &
-    Abbeel arXiv:1909.01500); bytes per transition: BENCHMARKS.md. Shared frames are read from the contents, so
-    stacks come back bit for bit: a state continuing the one before adds its last frame, an episode's first (the
-    reset frame S times) one; a next state is the state k <= n_step steps on, or continues a state between (a final
-    observation) and adds its last frame; anything else adds all S. extend takes step-then-env order
-    (AgentOffPolicy.as_transitions). The ring grows (reserve) rather than overwrite a frame a live transition reads.
-    Checkpoints keep no copy's last state: a resumed run starts new episodes."""
+    """Replay mixin for image states, stacks of an env copy's last S frames (FrameStackObservation; S = 1 for
+    MinAtar, CarRacing): each frame stored once in a ring, transitions hold their frames' stamps (write counts),
+    sampling gathers stacks, as rlpyt (Stooke & Abbeel arXiv:1909.01500); bytes: BENCHMARKS.md. Sharing is read from
+    the contents, so stacks return bit for bit. extend takes step-then-env order; the ring grows (reserve) rather
+    than overwrite a live frame. Checkpoints keep no last states: a resume starts new episodes."""
 
     def __init__(self, max_len: int, state_dim: tuple[int, ...], action_dim: int, if_discrete: bool, device=None,
                  num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.uint8, *, num_envs: int,
@@ -415,8 +393,7 @@ class FrameStacks:
 
     def stamps(self, states: torch.Tensor, next_states: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Each transition's state and next state as frame stamps, (T * N, S) each, and the new frames (W, ...)
-        stamped from `written` on; common cases compared for the whole round at once, the rest one by one."""
+        """State and next-state stamps, (T * N, S) each, and the new frames (W, ...) stamped from `written` on."""
         n, n_step = self.num_envs, self.n_step
         states, next_states = (x.cpu().reshape(-1, n, self.stack, *self.frames.shape[1:])
                                for x in (states, next_states))
@@ -443,9 +420,8 @@ class FrameStacks:
         return as_stamps(state_stamps), as_stamps(next_stamps), new
 
     def state_rows(self, states: torch.Tensor, continues: list[bool], last, add: Callable) -> list[list[int]]:
-        """One env copy's states (T, S, ...) as T lists of S stamps, after its last next state `last` (content and
-        stamps, or None); continues[t]: state t + 1 continues state t. add(stacks, t, places) adds frames of the
-        states (stacks 0) or next states (1) and returns their stamps."""
+        """One copy's states (T, S, ...) as T lists of S stamps after its last next state `last` ((content, stamps)
+        or None); continues[t]: state t + 1 continues t. add(stacks 0|1, t, places) adds frames, returns stamps."""
         s = self.stack
         before, stamps = last or (None, None)
         rows = []
@@ -537,15 +513,11 @@ class FrameStackPrioritizedReplayBuffer(FrameStacks, PrioritizedReplayBuffer):
 
 
 class SequenceReplayBuffer(PrioritizedReplayBuffer):
-    """R2D2's replay (Kapturowski et al., ICLR 2019, section 2.3): fixed-length sequences of one env copy's steps,
-    each with the explorer's memory at its first step, prioritized as whole sequences (max_len counts sequences).
-    A sequence is burn_in + seq_len steps: the k-th of an episode trains on steps [k * stride, k * stride + seq_len),
-    stride = seq_len // 2 (overlap by half, as the paper's 80 by 40), after burn_in steps that only refresh the
-    stored memory. `mask` is 1 only on the training steps of the sequence's own episode. n-step returns stay inside
-    the sequence (n_step_returns: terminated, no bootstrap; truncated, from the final observation); step t
-    bootstraps from the state after last[t]. extend takes (T * N, ...) steps in step-then-env order
-    (AgentR2D2.explore_env) and keeps each copy's last window - 1 steps, so sequences span rounds; add_size counts
-    explored steps. A resumed run restarts the kept steps."""
+    """R2D2's replay (Kapturowski et al., ICLR 2019, section 2.3): sequences of one env copy's steps with the
+    explorer's memory at their first step, prioritized whole (max_len counts sequences). The k-th of an episode
+    trains on seq_len steps from k * stride, stride = seq_len // 2 (the paper's 80 by 40), after burn_in steps;
+    `mask` marks its episode's training steps; n-step returns stay inside (truncations bootstrap). extend takes
+    step-then-env order, keeping each copy's last window - 1 steps; add_size counts explored steps."""
 
     alpha, beta = 0.9, 0.6  # priority and importance-sampling exponents of the R2D2 paper (Table 2)
 
@@ -589,9 +561,8 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
 
     def cut(self, states, actions, rewards, not_terminated, not_done, next_states, episode_steps, memories
             ) -> tuple[torch.Tensor, ...]:
-        """The K steps of each of N copies, (K, N, ...), the first window - 1 of them kept from before -> the S
-        sequences whose first training step (the anchor, at index burn_in) is an episode's step k * stride and whose
-        window ends within the K steps, (S, window, ...) each in the order of `tensors`."""
+        """K steps of N copies (K, N, ...), the first window - 1 kept -> the S sequences whose anchor (index burn_in)
+        is an episode's step k * stride and that end within them, (S, window, ...) in the order of `tensors`."""
         anchors = episode_steps[self.burn_in:episode_steps.shape[0] - self.seq_len + 1]  # (K - window + 1, N)
         first, env = torch.nonzero((anchors >= 0) & (anchors % self.stride == 0), as_tuple=True)  # (S,) each
         rows, column = first[:, None] + torch.arange(self.window, device=self.device), env[:, None]  # (S, window)
@@ -619,12 +590,9 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
 
 
 class HindsightReplayBuffer(ReplayBuffer):
-    """Hindsight experience replay (Andrychowicz et al. arXiv:1707.01495) for goal envs, whose flat states are
-    [observation, achieved_goal, desired_goal] (extras.goals.GoalObservation). With probability her_k / (her_k + 1)
-    a sampled transition's goal becomes one achieved at a uniformly drawn later step of its episode, its reward and
-    discount recomputed by `feedback` (compute_reward, compute_terminated): the "future" strategy, k = her_k
-    (section 4.5), relabelled at sampling. One-step transitions only: an n-step reward belongs to its goal.
-    extend takes one more tensor, not_done (T * N,) in step-then-env order; copies write at indices t * N + env."""
+    """Hindsight experience replay (Andrychowicz et al. arXiv:1707.01495), the "future" strategy (section 4.5) at
+    sampling: with probability her_k / (her_k + 1) a goal becomes one achieved later in its episode, `feedback`
+    recomputing reward and discount. One-step only; extend takes not_done (T * N,) too; indices t * N + env."""
 
     def __init__(self, max_len: int, state_dim: int, action_dim: int, if_discrete: bool, device=None, *,
                  goal_dim: int, feedback: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray | None]],
@@ -696,8 +664,7 @@ class HindsightReplayBuffer(ReplayBuffer):
                                        "max_len": self.max_len, "num_envs": self.num_envs}
 
     def load_state_dict(self, state: dict):
-        """A resumed run starts new episodes, so the ones under way end at their last step; the bookkeeping holds
-        only for the capacity and env copies it was written with."""
+        """A resume starts new episodes, so open ones end; refused for another capacity or number of env copies."""
         for name in ("max_len", "num_envs"):
             if state[name] != getattr(self, name):
                 setting = "buffer_size" if name == "max_len" else "num_envs * num_workers"  # a round's env copies
@@ -711,16 +678,14 @@ class HindsightReplayBuffer(ReplayBuffer):
 
 
 class RolloutBuffer:
-    """The latest rollout of num_envs vectorised environments as (horizon, num_envs, ...) tensors; each
-    extend replaces it, since on-policy agents learn only from data of their current policy."""
+    """The latest rollout as (horizon, num_envs, ...) tensors: on-policy agents learn only from their policy's."""
 
     def __init__(self, device=None):
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.add_size = 0  # transitions in the latest rollout
 
     def extend(self, states, actions, log_probs, rewards, not_terminated, not_done, next_states):
-        """next_states[t] is the observation step t led to: on truncation the final observation of the cut
-        episode (gymnasium's info["final_obs"]), not the reset one that the next step starts from."""
+        """next_states[t]: on truncation the cut episode's final observation (info["final_obs"]), not the reset one."""
         states, actions, log_probs, rewards, not_terminated, not_done, next_states = (  # a no-op if already there
             tensor.to(self.device)
             for tensor in (states, actions, log_probs, rewards, not_terminated, not_done, next_states))
@@ -732,10 +697,8 @@ class RolloutBuffer:
 
     def get_advantages(self, values: torch.Tensor, next_values: torch.Tensor, gamma: float, lambda_gae: float
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """GAE(lambda) advantages and critic targets (advantage + value), (T, N) each (Schulman et al.
-        arXiv:1506.02438, eq. 16); values = V(states), next_values = V(next_states). A truncated step bootstraps from
-        its final observation's value, a terminated one not; the sum stops at every episode end. A team's rewards
-        and values (T, N, num_agents) give every agent's advantages."""
+        """GAE(lambda) advantages and critic targets, (T, N) each (Schulman et al. arXiv:1506.02438, eq. 16): truncated
+        steps bootstrap from next_values, terminated ones not; a team's (T, N, num_agents) gives every agent's."""
         columns = (1,) * (self.rewards.dim() - self.not_done.dim())  # one per agent of a team's rewards
         not_terminated, not_done = (flags.view(*flags.shape, *columns)
                                     for flags in (self.not_terminated, self.not_done))
@@ -749,8 +712,7 @@ class RolloutBuffer:
 
 
 class RecurrentRolloutBuffer(RolloutBuffer):
-    """The rollout of a recurrent agent (AgentRecurrentPPO): RolloutBuffer's tensors, then the memories the rollout
-    started from and where its episodes start, which learning replays the rollout's sequences from."""
+    """A recurrent agent's rollout: RolloutBuffer's, plus start memories and episode starts to replay from."""
 
     def extend(self, *rollout: torch.Tensor):
         *transitions, start_memory, episode_start = rollout
@@ -760,9 +722,7 @@ class RecurrentRolloutBuffer(RolloutBuffer):
 
 
 class SegmentReplayBuffer(RolloutBuffer):
-    """ACER's replay (Wang et al. arXiv:1611.01224, section 3): the newest rollouts, max_len transitions in all,
-    each kept whole as num_envs trajectory segments of horizon steps with the behaviour policy's log-probs of every
-    action. extend makes a rollout the current one, as RolloutBuffer does, and keeps it for replay."""
+    """ACER's replay (arXiv:1611.01224, section 3): the newest whole rollouts with mu's log-probs, max_len in all."""
 
     names = ("states", "actions", "log_probs", "rewards", "not_terminated", "not_done", "next_states")
 
@@ -789,8 +749,7 @@ class SegmentReplayBuffer(RolloutBuffer):
         self.rollouts = [tuple(column[i] for column in columns) for i in range(columns[0].shape[0])]
 
 def minibatches(tensors: tuple[torch.Tensor, ...], batch_size: int, epochs: float):
-    """round(epochs) (at least one) passes over samples in a fresh random order, each cut into minibatches of
-    batch_size: yields one tuple of aligned slices of `tensors` (T, ...) per minibatch."""
+    """round(epochs) (>= 1) shuffled passes over `tensors` (T, ...), yielding aligned minibatches of batch_size."""
     for _ in range(max(1, round(epochs))):
         # one shuffled copy per epoch, cut into views: one gather per tensor and epoch
         perm = torch.randperm(tensors[0].shape[0], device=tensors[0].device)
@@ -801,10 +760,8 @@ def minibatches(tensors: tuple[torch.Tensor, ...], batch_size: int, epochs: floa
 
 
 class AgentBase:
-    """What every agent shares: networks (act_class, cri_class, optional targets, one Adam each), acting, saving
-    and recorder values; AgentOffPolicy and AgentOnPolicy add exploring and learning. A subclass sets
-    if_off_policy, train_defaults and hyper_defaults (loop settings, __init__'s keyword hyperparameters), which
-    fill the Arguments left at None: defaults come from the agent, never from a per-task table."""
+    """What every agent shares: networks, acting, saving. Subclasses set if_off_policy, train_defaults and
+    hyper_defaults, which fill the Arguments left at None: defaults come from the agent, never a per-task table."""
 
     if_off_policy: bool
     if_discrete = False
@@ -888,8 +845,7 @@ class AgentBase:
         """Keep the acting memory's rows of the episodes that go on, in that order; nothing here."""
 
     def set_env_copies(self, first: int, total: int):
-        """This explorer steps env copies first, first + 1, ... of the round's `total` (AgentRun.Explorer); nothing
-        here (AgentApeX's epsilon differs per copy)."""
+        """This explorer steps env copies first, first + 1, ... of the round's `total`; nothing here (AgentApeX's)."""
 
     def policy_module(self) -> nn.Module:
         """The deterministic policy as one module, as select_action(deterministic=True) (AgentRun.export)."""
@@ -900,8 +856,7 @@ class AgentBase:
         return {}
 
     def learned_reward(self, reward, info: dict):
-        """The reward learned from: the env's, or its sign with if_clip_reward (DQN, Mnih et al. 2015: one learning
-        rate for any score scale); the recorder still reports raw scores."""
+        """The env's reward, or its sign if if_clip_reward (Mnih et al. 2015: one learning rate for any scale)."""
         return np.sign(reward) if self.if_clip_reward else reward
 
     def state_takers(self) -> list[nn.Module]:
@@ -915,8 +870,7 @@ class AgentBase:
 
     @torch.no_grad()
     def update_state_norm(self, states: torch.Tensor):
-        """With if_state_norm, merge explored states (..., state_dim) over every torch.distributed rank into every
-        network's StateNorm alike (a target that standardised otherwise would value other inputs)."""
+        """if_state_norm: merge explored states (..., state_dim) of all ranks into every network's StateNorm alike."""
         if not self.if_state_norm:
             return
         norms = [module.state_norm for module in self.state_takers()]
@@ -953,9 +907,8 @@ class AgentBase:
 
 
 class AgentOffPolicy(AgentBase):
-    """Off-policy agents: explore into a ReplayBuffer (or PrioritizedReplayBuffer) and learn with the actor-critic
-    update of DDPG's shape. Subclasses name their network classes and override what differs: explore_action (how to
-    explore), get_next_q (the bootstrap value), get_obj_critic, get_obj_actor, or extra_update."""
+    """Off-policy agents: a ReplayBuffer and DDPG's actor-critic update. Subclasses name their networks and override
+    explore_action (how to explore), get_next_q (the bootstrap value), get_obj_critic, get_obj_actor, extra_update."""
 
     if_off_policy = True
     train_defaults = dict(net_dim=128, batch_size=128, buffer_size=2 ** 20, steps_per_round=256, repeat_times=1.0,
@@ -986,8 +939,7 @@ class AgentOffPolicy(AgentBase):
     # -- exploring --
 
     def explore_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
-        """Step a gymnasium env `horizon` times with the exploring policy (if_random: uniformly random actions, the
-        warm-up), continuing the last call's episode; returns as_transitions' tensors. Vector envs: explore_vector_env."""
+        """Continue the last call's episode for `horizon` steps (if_random: uniform warm-up) -> as_transitions."""
         self.noise_steps = max(2, episode_length(env))  # ColoredNoise's lowest non-zero frequency needs two steps
         if hasattr(env, "num_envs"):
             return self.explore_vector_env(env, horizon, if_random)
@@ -1019,10 +971,9 @@ class AgentOffPolicy(AgentBase):
 
     def as_transitions(self, states, actions, rewards, not_terminated, not_done, next_states
                        ) -> tuple[torch.Tensor, ...]:
-        """Arrays (T, N, ...) -> the T * N transitions ReplayBuffer.extend takes, step by step, env by env: rewards
-        are n-step returns times reward_scale, discounts gamma^k * not_terminated, next_states the states k steps on
-        (n_step_returns); discrete actions (T * N, 1), a team's (T * N, num_agents), as are its rewards where its
-        agents learn their own."""
+        """Arrays (T, N, ...) -> the T * N transitions for ReplayBuffer.extend, step by step, env by env: n-step
+        returns times reward_scale, discounts gamma^k * not_terminated, the states k steps on (n_step_returns);
+        discrete actions (T * N, 1) or a team's (T * N, num_agents), as its rewards where agents learn their own."""
         as_tensor = lambda x, dtype=torch.float32: torch.as_tensor(x, dtype=dtype, device=self.device)
         rewards, discounts, last = n_step_returns(as_tensor(rewards) * self.reward_scale, as_tensor(not_terminated),
                                                   as_tensor(not_done), self.gamma, self.n_step)
@@ -1035,14 +986,12 @@ class AgentOffPolicy(AgentBase):
         return tuple(t.flatten(0, 1) for t in (self.as_state_tensor(states), actions, rewards, discounts, next_states))
 
     def random_action(self, num_envs: int | None = None, state: np.ndarray | None = None) -> np.ndarray:
-        """Uniform in [-1, 1], (action_dim,) or (num_envs, action_dim): the normal CDF of standard_noise, so it is
-        coloured along the steps as the exploration noise is."""
+        """Uniform in [-1, 1], (action_dim,) or (num_envs, action_dim): the normal CDF of (coloured) standard_noise."""
         draws = self.standard_noise((*(() if num_envs is None else (num_envs,)), self.action_dim), self.random_beta)
         return torch.erf(draws / math.sqrt(2)).cpu().numpy()
 
     def standard_noise(self, shape: tuple[int, ...], beta: float) -> torch.Tensor:
-        """Standard normal draws for one step, coloured by beta (ColoredNoise: the warm-up's random_beta, the
-        policy's noise_beta); a new stream where shape or colour changes, its sequences episode-long (noise_steps)."""
+        """One step's standard normal draws coloured by beta (ColoredNoise), a new stream if shape or beta change."""
         if self.noise is None or ((self.noise.shape, self.noise.beta, self.noise.seq_len)
                                   != (shape, beta, self.noise_steps)):
             self.noise = ColoredNoise(beta, shape, self.noise_steps, device=self.device)
@@ -1051,10 +1000,9 @@ class AgentOffPolicy(AgentBase):
     # -- learning --
 
     def update_net(self, buffer: ReplayBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
-        """repeat_times critic steps per transition added since the last call (the update-to-data ratio); the actor
-        steps where is_actor_step says; extra_update and soft target updates follow the actor's steps
-        (if_delay_targets: TD3's delayed updates) or every critic step. Returns mean objectives (obj_actor NaN
-        without an actor step, so recorder rows keep their columns), mean_q and extra_stats."""
+        """repeat_times critic steps per transition added (the update-to-data ratio); the actor steps where
+        is_actor_step says; extra_update and soft target updates follow the actor (if_delay_targets: TD3) or every
+        critic step. Returns mean objectives (obj_actor NaN without an actor step), mean_q and extra_stats."""
         update_times = max(1, int(buffer.add_size * repeat_times))
         buffer.add_size = 0
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
@@ -1158,13 +1106,11 @@ class ActionMasks:
 
 
 class AgentDQN(ActionMasks, AgentOffPolicy):
-    """Deep Q-Network (Mnih et al. 2015) with a soft-updated target network, epsilon-greedy
-    exploration and the Huber loss."""
+    """Deep Q-Network (Mnih et al. 2015) with a soft-updated target network, epsilon-greedy and the Huber loss."""
 
     if_discrete = True
     if_image_states = True  # the DQN family up to Rainbow: its Q-networks take images (AgentNet.mlp)
-    # reward_scale 0.1 keeps Q where the Huber loss is quadratic; half an update of batch 64 per step halves the
-    # dominant update cost (History/UPDATE_LOG.md, 2026-11-23)
+    # reward_scale 0.1 keeps Q where Huber is quadratic; 0.5 updates of 64 per step (History/UPDATE_LOG.md, 2026-11-23)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1,
                                                      if_noisy=False,  # noisy layers (NoisyLinear) explore instead
@@ -1187,8 +1133,7 @@ class AgentDQN(ActionMasks, AgentOffPolicy):
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """state (state_dim,) or (batch, state_dim) -> integer action () or (batch,): greedy (noisy layers at their
-        mean) or epsilon-greedy (fresh noise); legal actions only with if_action_mask."""
+        """state (state_dim,) or (B, state_dim) -> action () or (B,): greedy, or epsilon-greedy; legal ones only."""
         state = self.as_state_tensor(state)
         with eval_mode(self.cri, deterministic and self.if_noisy):  # a switch costs a fifth of a forward: only if noisy
             action = self.legal(self.cri(state), state).argmax(dim=-1)
@@ -1226,8 +1171,8 @@ class AgentDQN(ActionMasks, AgentOffPolicy):
 
 
 class AgentDoubleDQN(AgentDQN):
-    """Double DQN (van Hasselt et al. arXiv:1509.06461): the online network picks the next action and the target
-    network values it, which curbs the overestimation of DQN's max."""
+    """Double DQN (van Hasselt et al. arXiv:1509.06461): the target network values the online network's argmax,
+    which curbs DQN's overestimation."""
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
         """Q_target(s', argmax_a Q(s', a)), (B,) (Double DQN paper, eq. 4)."""
@@ -1242,15 +1187,12 @@ class AgentD3QN(AgentDoubleDQN):
 
 
 class AgentApeX(AgentD3QN):
-    """Ape-X DQN (Horgan et al. arXiv:1803.00933): actors explore with their own epsilons and compute their
-    transitions' first priorities; one learner replays by priority with D3QN's 3-step double-Q target. The paper's
-    N actors are the run's env copies, N = num_workers * num_envs (set_env_copies), copy i exploring with
-    eps_i = explore_rate^(1 + 7 i / (N - 1)) (explore_rates); explorer processes stand for its 360 actors.
-    Noisy layers and uniform replay are refused: epsilons explore, explorers' priorities drive replay."""
+    """Ape-X DQN (Horgan et al. arXiv:1803.00933): D3QN's 3-step target, replayed by the priorities its actors (the
+    run's N env copies) compute; copy i explores with eps_i = explore_rate^(1 + 7 i / (N - 1)). Noisy layers and
+    uniform replay are refused: epsilons explore, explorers' priorities drive replay."""
 
-    # explore_rate 0.4: the paper's epsilon, the base of every actor's eps_i
     hyper_defaults = {name: value for name, value in AgentD3QN.hyper_defaults.items() if name != "if_noisy"} | dict(
-        explore_rate=0.4, n_step=3)
+        explore_rate=0.4, n_step=3)  # explore_rate: the paper's epsilon, the base of every actor's eps_i
     # two explorer processes: faster than the serial loop on 2 cores (History/UPDATE_LOG.md, 2026-11-26)
     train_defaults = AgentD3QN.train_defaults | dict(if_per=True, num_workers=2, if_multiprocess=True)
     net_keywords = ()  # no noisy layers: its epsilons explore
@@ -1263,17 +1205,15 @@ class AgentApeX(AgentD3QN):
         self.env_copies = (first, total)
 
     def explore_rates(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """eps_i = explore_rate^(1 + epsilon_alpha * i / (N - 1)) of each action's env copy i of N (Ape-X paper,
-        section 4.1): the copies of set_env_copies, else the batch's rows."""
+        """eps_i = explore_rate^(1 + epsilon_alpha * i / (N - 1)) of each action's env copy i (Ape-X paper, 4.1)."""
         count = math.prod(shape)
         first, total = self.env_copies or (0, count)
         index = torch.arange(first, first + count, dtype=torch.float32, device=self.device)
         return (self.explore_rate ** (1 + self.epsilon_alpha * index / max(1, total - 1))).reshape(shape)
 
     def as_transitions(self, *steps: np.ndarray) -> tuple[torch.Tensor, ...]:
-        """AgentOffPolicy's transitions and, last, their absolute n-step TD errors (B,) by the explorer's Q-network:
-        the first priorities (Ape-X paper, Algorithm 1, ComputePriorities). An explorer holds only the online
-        weights, so its target is that network's max_a Q(s', a), in the serial loop too."""
+        """AgentOffPolicy's transitions, then their absolute n-step TD errors (B,), the first priorities (Ape-X paper,
+        Algorithm 1); the explorer has only the online weights, so its target is their max_a Q(s', a)."""
         transitions = super().as_transitions(*steps)
         state, action, reward, discount, next_state = transitions
         with torch.no_grad():
@@ -1283,9 +1223,7 @@ class AgentApeX(AgentD3QN):
 
 
 class AgentC51(AgentDQN):
-    """Categorical DQN (Bellemare et al. arXiv:1707.06887): the network predicts each action's distribution of
-    returns on num_atoms fixed values in [v_min, v_max] (QNetDist) and learns by the cross-entropy to the
-    distributional Bellman target, projected back onto those values."""
+    """C51 (Bellemare et al. arXiv:1707.06887): each action's return distribution on fixed atoms (QNetDist)."""
 
     # [-10, 10] holds the benchmark tasks' discounted returns at DQN's reward_scale 0.1
     hyper_defaults = AgentDQN.hyper_defaults | dict(num_atoms=51, v_min=-10.0, v_max=10.0)
@@ -1294,9 +1232,8 @@ class AgentC51(AgentDQN):
 
     def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cross-entropy of the prediction at the action taken against the projected target of r + discount * z
-        (C51 paper, Algorithm 1), times the weights; priorities by the KL between the two (B,), as Rainbow's
-        (section 3): the same gradient, not ranked by the target's own entropy."""
+        """Cross-entropy to the projected target of r + discount * z (C51 paper, Algorithm 1), times the weights;
+        priorities by their KL (B,), as Rainbow's (section 3): same gradient, not ranked by the target's entropy."""
         state, action, reward, discount, next_state = batch
         rows = torch.arange(reward.shape[0], device=self.device)
         support = self.cri.support  # (num_atoms,)
@@ -1315,11 +1252,9 @@ class AgentC51(AgentDQN):
 
 
 class AgentRainbow(AgentC51):
-    """Rainbow (Hessel et al. arXiv:1710.02298): C51 with Double DQN's choice of the next action, a dueling
-    distributional network with noisy layers (exploring instead of epsilon), prioritized replay and 3-step returns."""
+    """Rainbow (Hessel et al. arXiv:1710.02298): C51, double Q, dueling noisy nets, prioritized 3-step replay."""
 
-    # a quarter of an update per step (DQN: half): each costs several of D3QN's (History/UPDATE_LOG.md, 2026-11-23).
-    # Not yet a set that serves every task.
+    # a quarter update per step: each costs several of D3QN's (History/UPDATE_LOG.md, 2026-11-23); not for all tasks
     hyper_defaults = AgentC51.hyper_defaults | dict(if_noisy=True, explore_rate=0.0, n_step=3)
     train_defaults = AgentC51.train_defaults | dict(if_per=True, repeat_times=0.25)
     cri_class = QNetDistDuel
@@ -1333,8 +1268,7 @@ class AgentRainbow(AgentC51):
 
 
 class AgentDDPG(AgentOffPolicy):
-    """DDPG (Lillicrap et al. arXiv:1509.02971) with Gaussian exploration noise instead of the OU process
-    (TD3 paper, section 6.1, found no benefit in OU)."""
+    """DDPG (Lillicrap et al. arXiv:1509.02971) with Gaussian noise instead of OU (no benefit in OU: TD3 paper, 6.1)."""
 
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(actor_learning_rate=None,  # None: learning_rate
                                                           explore_noise=0.1,  # action noise std, actions in [-1, 1]
@@ -1368,8 +1302,8 @@ class AgentTD3(AgentDDPG):
 
 
 class AgentSAC(AgentOffPolicy):
-    """Soft Actor-Critic (Haarnoja et al. arXiv:1801.01290) with twin critics and an automatically tuned
-    entropy temperature alpha (arXiv:1812.05905, section 5). No actor target: SAC bootstraps from the online policy."""
+    """SAC (Haarnoja et al. arXiv:1801.01290): twin critics, no actor target (it bootstraps from the online policy),
+    alpha tuned toward a target entropy (arXiv:1812.05905, section 5)."""
 
     # pink warm-up: finds MountainCar's reward; pink policy: slower on LunarLander (History/UPDATE_LOG.md, 2026-11-25)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(actor_learning_rate=None,  # None: learning_rate
@@ -1409,8 +1343,7 @@ class AgentSAC(AgentOffPolicy):
         return (self.log_alpha.exp().detach() * log_prob - q).mean()
 
     def extra_update(self, batch: tuple[torch.Tensor, ...]):
-        """One step of the temperature toward the target entropy (arXiv:1812.05905, eq. 18), after the policy's step
-        as in its Algorithm 1, on the log-probs of fresh actions of the stepped policy; none for a fixed alpha."""
+        """A temperature step toward the target entropy (arXiv:1812.05905, eq. 18); none for a fixed alpha."""
         if self.alpha_optimizer is None:
             return
         with torch.no_grad():
@@ -1425,9 +1358,8 @@ class AgentSAC(AgentOffPolicy):
 
 
 class AgentModSAC(AgentSAC):
-    """SAC as ElegantRL's 2020 three-file library modified it: twin Q heads on one trunk (CriticTwinShared), an
-    actor that steps less often while the critic is unreliable (is_actor_step), log alpha in [-16, 2]. Only the
-    actor waits: temperature and target step after every critic step; the target keeps SAC's min of two heads."""
+    """SAC as ElegantRL's 2020 library modified it: twin Q heads on one trunk (CriticTwinShared), an actor that waits
+    while the critic is unreliable (is_actor_step), log alpha in [-16, 2]; temperature and target step every time."""
 
     cri_class = CriticTwinShared
     if_delay_targets = False
@@ -1436,17 +1368,14 @@ class AgentModSAC(AgentSAC):
     target_spread = torch.ones(())  # the variance of the last batch's bootstrap values (get_next_q)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
-        # [running average of the critic's relative loss, actor steps owed], saved so a resume keeps its lambda;
-        # starts half reliable, owing one step. Set before the base's __init__, whose StateNorm setup reads parts.
+        # [relative-loss average, actor steps owed], saved for resumes; set first: the base's StateNorm reads parts
         self.actor_share = torch.tensor([math.sqrt(-math.log(0.5)), 1.0], dtype=torch.float64)
         super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
 
     def is_actor_step(self, obj_critic: torch.Tensor) -> bool:
-        """The "reliable lambda" = exp(-L^2), L a running average of the critic's relative loss (each head's mean
-        squared TD error over the variance of the bootstrap values, target_spread): the actor takes 1 / (2 - lambda)
-        steps per critic step, spread evenly by a credit. Relative, lambda reaches 1 as the critic fits; on the raw
-        loss it stayed near 0 (History/UPDATE_LOG.md, 2026-11-26). The loss is read on the host each step, averaged
-        over data-parallel ranks so their actors step alike."""
+        """The "reliable lambda" = exp(-L^2), L a running average of the critic's loss relative to target_spread: the
+        actor takes 1 / (2 - lambda) steps per critic step (a credit spreads them); on the raw loss lambda stayed
+        near 0 (History/UPDATE_LOG.md, 2026-11-26). Averaged over data-parallel ranks so their actors step alike."""
         relative = obj_critic.detach() / 2 / self.target_spread.clamp(min=1e-8)  # two heads' losses summed
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.all_reduce(relative)
@@ -1459,8 +1388,7 @@ class AgentModSAC(AgentSAC):
         return if_step
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
-        """SAC's soft value of next_state; its variance over the batch is the scale of the critic's loss that
-        is_actor_step reads (target_spread)."""
+        """SAC's soft value; its variance over the batch scales the loss is_actor_step reads (target_spread)."""
         next_q = super().get_next_q(next_state)
         self.target_spread = next_q.var()
         return next_q
@@ -1475,12 +1403,10 @@ class AgentModSAC(AgentSAC):
 
 
 class AgentTQC(AgentSAC):
-    """Truncated Quantile Critics (Kuznetsov et al. arXiv:2005.04269): SAC whose critics learn distributions of the
-    return (CriticQuantiles) and whose target drops the largest atoms of their pooled mixture, which controls the
-    overestimation that SAC's minimum of two heads controls coarsely. The actor maximises the mean of every atom."""
+    """Truncated Quantile Critics (Kuznetsov et al. arXiv:2005.04269): SAC whose quantile critics' target drops the
+    largest pooled atoms, finer overestimation control than SAC's min of two heads; the actor maximises the mean."""
 
-    # RL Zoo's TQC step size and tau (BipedalWalkerHardcore-v3): at the family's 2e-3 and 0.02 the critic diverged
-    # there (History/UPDATE_LOG.md, 2026-11-28)
+    # RL Zoo's TQC values: the family's 2e-3, 0.02 diverged on Hardcore (History/UPDATE_LOG.md, 2026-11-28)
     hyper_defaults = AgentSAC.hyper_defaults | dict(learning_rate=7.3e-4, soft_update_tau=0.01)
     cri_class = CriticQuantiles
     drop_per_critic = 2  # the largest atoms of the target mixture left out, per critic (the paper's d = 2, section 5)
@@ -1513,10 +1439,8 @@ class AgentTQC(AgentSAC):
 
 
 class SharedEncoder:
-    """Mixin of AgentInterAC and AgentInterSAC: actor and critic share one state encoder, the actor's first layer
-    (Linear-ReLU, or its ImageEncoder), which CriticEncoded uses too. Only the critic's loss trains it (the actor's
-    optimizer holds the layers after it), as SAC+AE stops the actor's gradient at the encoder (Yarats et al.
-    arXiv:1910.01741): each optimizer steps one objective. Targets keep their own slow copies."""
+    """Mixin: the actor's first layer (or ImageEncoder) is also the critic's encoder, trained by the critic's loss
+    alone, as SAC+AE (Yarats et al. arXiv:1910.01741), so each optimizer steps one objective; targets copy it."""
 
     if_image_states = True  # the encoder is the actor's ImageEncoder; the critic's trunk takes its features
 
@@ -1531,23 +1455,20 @@ class SharedEncoder:
 
 
 class AgentInterAC(SharedEncoder, AgentDDPG):
-    """DDPG with one state encoder shared by actor and critic (SharedEncoder): the 2020 library's AgentInterAC,
-    except that the critic's loss alone trains the encoder (there, a lambda-weighted sum of both objectives)."""
+    """DDPG sharing one state encoder (SharedEncoder): the 2020 library's AgentInterAC, trained by the critic alone."""
 
     act_class, cri_class = ActorEncoded, CriticEncoded
 
 
 class AgentInterSAC(SharedEncoder, AgentModSAC):
-    """ModSAC whose actor and critic share one state encoder (SharedEncoder), as the 2020 three-file library's
-    InterSAC shares one network between them; its critic keeps ModSAC's twin heads on one trunk (CriticTwinEncoded)."""
+    """ModSAC with one state encoder shared by actor and critic (SharedEncoder), as the 2020 library's InterSAC."""
 
     act_class, cri_class = ActorSACEncoded, CriticTwinEncoded
 
 
 class AgentDiscreteSAC(ActionMasks, AgentSAC):
-    """SAC for discrete actions (Christodoulou arXiv:1910.07207): a categorical policy, twin Q-networks valuing
-    every action, expectations over the policy where SAC samples; the entropy enters the policy's and the
-    temperature's objectives, not the critic's target (get_next_q)."""
+    """SAC for discrete actions (Christodoulou arXiv:1910.07207): a categorical policy, twin Q-networks of every
+    action, expectations over the policy; the entropy stays out of the critic's target (get_next_q)."""
 
     if_discrete = True
     if_image_states = True
@@ -1555,8 +1476,7 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
     # random_steps 0: the initial policy is uniform, it explores
     # DQN's 8 envs, half an update per step: SAC's were slower on LunarLander-v3 (History/UPDATE_LOG.md, 2026-11-24)
     train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
-    # a categorical policy samples actions, not noise
-    hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items()
+    hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items()  # no noise: it samples
                       if name not in ("noise_beta", "random_beta")} | dict(if_action_mask=False, if_clip_reward=None)
     # share of the uniform entropy log(action_dim): the paper's 0.98 ran alpha away (History/UPDATE_LOG.md, 2026-11-24)
     target_entropy_share = 0.6
@@ -1590,8 +1510,7 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
         optimizer_step(self.alpha_optimizer, (self.log_alpha * (entropy - self.entropy_target(batch[0]))).mean())
 
     def entropy_target(self, state: torch.Tensor) -> torch.Tensor | float:
-        """target_entropy; with masks, the same share of each state's legal actions' uniform entropy, (B,): else a
-        state with few legal actions would push alpha up forever."""
+        """target_entropy; with masks that share of each state's legal-action entropy (B,), so alpha cannot run up."""
         if not self.if_action_mask:
             return self.target_entropy
         return self.target_entropy_share * state[..., -self.action_dim:].sum(dim=-1).log()
@@ -1601,9 +1520,8 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
 
 
 class AgentOnPolicy(AgentBase):
-    """On-policy agents: rollouts of num_envs vector envs (RolloutBuffer), GAE advantages (get_rollout_batch), a
-    critic V(s) regressed onto the returns, the policy-gradient surrogate (get_obj_actor). update_net differs: VPG
-    and TRPO step the actor once and fit the critic in epochs, A2C (ACKTR, A3C) steps both once, PPO in epochs."""
+    """On-policy agents: vector-env rollouts (RolloutBuffer), GAE advantages, a critic V(s), the policy-gradient
+    surrogate; update_net differs: VPG, TRPO (actor once, critic in epochs), A2C (both once), PPO (epochs)."""
 
     if_off_policy = False
     if_image_states = True  # ActorPPO, ActorDiscretePPO and CriticValue take images (AgentNet.mlp)
@@ -1627,8 +1545,7 @@ class AgentOnPolicy(AgentBase):
 
     @torch.no_grad()
     def explore_env(self, env, horizon: int) -> tuple[torch.Tensor, ...]:
-        """Step a gymnasium vector env (autoreset SAME_STEP: check_same_step) `horizon` times; returns the
-        RolloutBuffer.extend tensors, (horizon, num_envs, ...) each, rewards times reward_scale."""
+        """Step a SAME_STEP vector env `horizon` times -> RolloutBuffer.extend's tensors, (horizon, num_envs, ...)."""
         check_same_step(self, env)
         state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
         rollout = [[] for _ in range(7)]
@@ -1662,9 +1579,8 @@ class AgentOnPolicy(AgentBase):
 
     @torch.no_grad()
     def get_rollout_batch(self, buffer: RolloutBuffer) -> tuple[torch.Tensor, ...]:
-        """The rollout as T * N samples (states, actions, log-probs, advantages normalised per rollout, returns).
-        The log-probs are the acting policy's, the learner's at the round's start in every loop, so each round
-        starts at ratio 1 (the multiprocess explorer waits for the latest weights: AgentRun.explorer_process)."""
+        """The rollout as T * N samples (states, actions, log-probs, advantages normalised per rollout, returns); the
+        log-probs are the acting policy's, the learner's at the round's start in every loop, so ratios start at 1."""
         values, next_values = self.cri(buffer.states), self.cri(buffer.next_states)  # (T, N) each
         advantages, returns = buffer.get_advantages(values, next_values, self.gamma, self.lambda_gae)
         # the share of the returns' variance the critic explained before this round's steps (1: all; 0: the mean's)
@@ -1688,17 +1604,15 @@ class AgentOnPolicy(AgentBase):
         return stats | ({} if self.if_discrete else {"action_std": self.act.log_std.exp().mean().item()})
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Negated surrogate mean(pi / pi_old * advantage) plus the entropy bonus, pi_old the policy that acted: at
-        pi = pi_old, where rounds start, its gradient is the policy gradient (TRPO paper arXiv:1502.05477, eq. 14)."""
+        """Negated mean(pi / pi_old * A) + entropy bonus; at pi = pi_old, the policy gradient (TRPO paper, eq. 14)."""
         state, action, old_log_prob, advantage = batch
         log_prob, entropy = self.get_log_prob_entropy(state, action)
         return -((log_prob - old_log_prob).exp() * advantage + self.entropy_coef * entropy).mean()
 
 
 class DiscreteOnPolicy(ActionMasks):
-    """A categorical policy (AgentNet.ActorDiscretePPO), an entropy bonus and action masks for an on-policy agent;
-    first among the bases (AgentDiscreteA2C(DiscreteOnPolicy, AgentA2C)). hyper_defaults: AgentOnPolicy's with
-    discrete_defaults; a class whose base adds hyperparameters names its own."""
+    """Categorical policy (AgentNet.ActorDiscretePPO), entropy bonus and action masks for on-policy agents; first
+    among the bases. hyper_defaults: AgentOnPolicy's with discrete_defaults (a base adding more names its own)."""
 
     if_discrete = True
     act_class = ActorDiscretePPO
@@ -1708,9 +1622,8 @@ class DiscreteOnPolicy(ActionMasks):
 
 
 class AgentVPG(AgentOnPolicy):
-    """Vanilla policy gradient (Williams 1992, with a learned baseline and GAE, as Spinning Up teaches it): one
-    policy step on the whole rollout, then the critic fitted for repeat_times epochs, so the next advantages rest on
-    a converged baseline."""
+    """Vanilla policy gradient (Williams 1992; learned baseline and GAE, as Spinning Up): one policy step on the
+    rollout, then the critic fitted for repeat_times epochs, so the next advantages rest on a converged baseline."""
 
     # one policy step per 512 transitions: the fastest rollout on Pendulum-v1 (History/UPDATE_LOG.md, 2026-11-23)
     train_defaults = AgentOnPolicy.train_defaults | dict(steps_per_round=512, batch_size=256, repeat_times=8)
@@ -1749,20 +1662,17 @@ class AgentDiscreteVPG(DiscreteOnPolicy, AgentVPG):
 
 
 class AgentA2C(AgentOnPolicy):
-    """A2C (Mnih et al. arXiv:1602.01783, synchronous): a step of the critic and then of the actor on the whole
-    rollout as one batch, on the plain policy gradient (get_obj_actor)."""
+    """A2C (Mnih et al. arXiv:1602.01783, synchronous): one critic step, then one actor step, on the whole rollout."""
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
                    ) -> dict[str, float]:
-        """One step on the whole rollout, whatever batch_size and repeat_times say: a second plain-gradient step
-        would learn from data the stepped policy did not act on."""
+        """One step on the whole rollout, whatever batch_size and repeat_times say (a second would be off-policy)."""
         return self.update_minibatches(buffer, buffer.add_size, 1)
 
     def update_minibatches(self, buffer: RolloutBuffer, batch_size: int, epochs: float) -> dict[str, float]:
-        """round(epochs) epochs over the rollout in minibatches of batch_size, critic then actor each step, stopped
-        once the approximate KL to the acting policy passes target_kl (Spinning Up's PPO; a host sync per minibatch).
-        Returns the objectives, each get_step_stats value at the first minibatch (<name>_start) and its mean, and
-        with target_kl epochs_done."""
+        """round(epochs) epochs of minibatches, critic then actor, stopped once the approximate KL to the acting policy
+        passes target_kl (Spinning Up's PPO; a host sync per minibatch). Returns the objectives, each get_step_stats
+        value at the first minibatch (<name>_start) and its mean, and with target_kl epochs_done."""
         rollout = self.get_rollout_batch(buffer)
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         sum_step_stats, first_step_stats, update_times = {}, {}, 0
@@ -1796,8 +1706,7 @@ class AgentDiscreteA2C(DiscreteOnPolicy, AgentA2C):
 
 
 class AgentPPO(AgentA2C):
-    """PPO (Schulman et al. arXiv:1707.06347): A2C's steps on the rollout, in several epochs of minibatches, on the
-    clipped surrogate (get_obj_actor), which keeps the steps after the first near the policy that acted."""
+    """PPO (Schulman et al. arXiv:1707.06347): A2C's steps in epochs of minibatches on the clipped surrogate."""
 
     # processes: serial was slower and solved no more BipedalWalker-v3 seeds (History/UPDATE_LOG.md, 2026-11-25)
     train_defaults = AgentA2C.train_defaults | dict(batch_size=256, steps_per_round=2048,
@@ -1813,10 +1722,8 @@ class AgentPPO(AgentA2C):
     @torch.no_grad()
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
                        ) -> dict[str, torch.Tensor]:
-        """PPO's debug values from one policy forward before each actor step: clip_fraction, the share of ratios
-        outside [1 - ratio_clip, 1 + ratio_clip] (0 at a round's first minibatch: the ratio starts at 1); approx_kl,
-        KL(pi_old || pi) as mean((ratio - 1) - log ratio), unbiased and >= 0 (Schulman's k3; SB3's), which target_kl
-        compares; the mean entropy."""
+        """PPO's debug values before each actor step: clip_fraction (ratios outside 1 +- ratio_clip), approx_kl =
+        mean((ratio - 1) - log ratio) (Schulman's k3: unbiased, >= 0; target_kl compares it), the mean entropy."""
         log_prob, entropy = self.get_log_prob_entropy(state, action)
         log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
@@ -1844,15 +1751,12 @@ class AgentDiscretePPO(DiscreteOnPolicy, AgentPPO):
 
 
 def sequences(tensor: torch.Tensor, seq_len: int) -> torch.Tensor:
-    """(T, N, ...) -> (T // seq_len * N, seq_len, ...): each env copy's column cut into sequences of seq_len steps,
-    sequence k * N + n the k-th of copy n."""
+    """(T, N, ...) -> (T // seq_len * N, seq_len, ...): sequence k * N + n is copy n's k-th."""
     return tensor.unflatten(0, (-1, seq_len)).transpose(1, 2).flatten(0, 1)
 
 
 class RecurrentActing:
-    """Acting of recurrent agents (AgentRecurrentPPO, AgentR2D2): select_action acts in E episodes side by side from
-    act_memory, which reset_memory zeroes and keep_memory trims as episodes end (AgentRun.run_episodes); export is
-    refused. First among the bases: AgentRecurrentPPO(RecurrentActing, AgentPPO)."""
+    """Recurrent acting: select_action acts in E episodes from act_memory (reset_memory, keep_memory); a first base."""
 
     act_memory = None  # (2, E, width) the acting network's (h, c) of each episode that select_action acts in
 
@@ -1881,10 +1785,8 @@ class RecurrentActing:
 
 class AgentRecurrentPPO(RecurrentActing, AgentPPO):
     """PPO with a GRU or LSTM before the actor and the critic (AgentNet.Recurrent), for partially observed envs
-    (CartPoleNoVel-v1). Each copy's actor memory carries across steps and rounds and is zeroed at episode starts
-    (terminated or truncated alike); the rollout keeps its start memories and episode starts. Learning recomputes
-    every step's memory in one pass, then trains on whole sequences of seq_len steps from them (truncated BPTT, as
-    R2D2 arXiv:1810.06059 replays stored states). Refused: state normalisation, action masks, torchrun, export."""
+    (CartPoleNoVel-v1): memories carry across steps, zeroed at every episode start; learning replays whole sequences
+    from recomputed memories (truncated BPTT, R2D2 arXiv:1810.06059). Refused: state norm, masks, torchrun, export."""
 
     if_recurrent = True
     act_class, cri_class = ActorRecurrentPPO, CriticRecurrentValue
@@ -1905,8 +1807,7 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
         return self.act.convert_action_for_env(action).cpu().numpy()
 
     def explore_env(self, env, horizon: int) -> tuple[torch.Tensor, ...]:
-        """AgentOnPolicy.explore_env's tensors, then the start memories (2, N, width) and episode starts (T, N)
-        (RecurrentRolloutBuffer.extend)."""
+        """AgentOnPolicy.explore_env's tensors, start memories (2, N, width) and episode starts (T, N)."""
         if self.memory is None or self.last_state is None:  # every copy starts a new episode
             self.memory = self.act.core.zero_memory(env.num_envs, self.device)
             self.episode_start = torch.ones(env.num_envs, device=self.device)
@@ -1964,8 +1865,7 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
                   for tensor in (buffer.actions, buffer.log_probs, advantages, returns)))
 
     def features(self, net: nn.Module, index: torch.Tensor, memory_column: int) -> torch.Tensor:
-        """The core of net (the actor or the critic) over the sequences of index (B,) from their first memories ->
-        features (B, seq_len, W), with the gradient through the whole sequence."""
+        """net's core over sequences `index` (B,) from their first memories -> features (B, seq_len, W), with BPTT."""
         states, episode_start, *first_memory = (tensor[index] for tensor in self.sequence_inputs)
         memory = first_memory[memory_column].transpose(0, 1)  # (2, B, W)
         features = net.core(states.transpose(0, 1), memory, episode_start.transpose(0, 1))[0]  # (seq_len, B, W)
@@ -1987,13 +1887,10 @@ class AgentDiscreteRecurrentPPO(DiscreteOnPolicy, AgentRecurrentPPO):
 
 
 class AgentR2D2(RecurrentActing, AgentD3QN):
-    """R2D2 (Kapturowski et al., ICLR 2019) on one explorer: dueling double DQN with a recurrent core
-    (AgentNet.QNetRecurrentDuel; a GRU by default: BENCHMARKS.md "Memory") learning from replayed sequences
-    (SequenceReplayBuffer), each from the memory stored at its first step and a burn-in without gradient
-    (section 3), trained on n-step double-Q targets in the rescaled space, h(G + discount * h^-1(Q_target(s',
-    argmax_a Q(s', a)))) (value_rescale; section 2.3), masked to the sequence's episode. h learns raw scores, so
-    no reward clipping. Sizes scaled down from the paper's 80 + 40 to CartPole-length tasks. Refused: torchrun,
-    state normalisation, action masks, export."""
+    """R2D2 (Kapturowski et al., ICLR 2019) on one explorer: dueling double DQN with a recurrent core (GRU by
+    default: BENCHMARKS.md "Memory") replaying sequences from stored memories after a burn-in (section 3), on
+    n-step double-Q targets rescaled by h (value_rescale, 2.3; so no reward clipping), masked to each episode.
+    Sizes scaled down from the paper's 80 + 40. Refused: torchrun, state normalisation, action masks, export."""
 
     if_image_states = True  # QNetRecurrentDuel's core encodes images (AgentNet.mlp); its sequences keep their dtype
     if_recurrent = True
@@ -2002,7 +1899,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     priority_eta = 0.9  # the paper's eta of the sequence priority (section 2.3)
     hyper_defaults = ({name: value for name, value in AgentD3QN.hyper_defaults.items()
                        if name not in ("if_noisy", "if_action_mask", "if_state_norm")}
-                      # h replaces reward_scale and clipping (Pohlen et al. arXiv:1805.11593); n 5 (paper, Table 2);
+                      # h replaces reward_scale and clipping (Pohlen et al. arXiv:1805.11593); n_step 5 (Table 2);
                       # 5e-4: DQN's 1e-3 left a CartPoleNoVel-v1 seed short (History/UPDATE_LOG.md, 2026-11-26)
                       | dict(reward_scale=1.0, n_step=5, learning_rate=5e-4, if_clip_reward=False,
                              seq_len=20,  # training steps of a replayed sequence (paper: 80)
@@ -2017,8 +1914,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
 
     @torch.no_grad()
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """state (E, state_dim) of the episodes reset_memory started -> action (E,), each from its memory: greedy,
-        or epsilon-greedy while exploring."""
+        """state (E, state_dim) of the episodes reset_memory started -> action (E,), greedy or epsilon-greedy."""
         state = self.as_state_tensor(state)
         action = self.cri(self.acting_features(state)).argmax(dim=-1)
         return (action if deterministic else self.epsilon_greedy(action, state)).cpu().numpy()
@@ -2063,9 +1959,8 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
 
     def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q of the actions taken at the training steps regressed onto h(G + discount * h^-1(next_q)), averaged over
-        the unmasked steps, times the importance weights (B,); also returns each sequence's priority
-        (sequence_priority of the rescaled absolute TD errors, as the paper's)."""
+        """Q at the training steps regressed onto h(G + discount * h^-1(next_q)), averaged over unmasked steps, times
+        the weights (B,); also each sequence's priority (sequence_priority of the rescaled TD errors)."""
         actions, returns, discounts, last, boot_states, _, mask = (tensor[:, self.burn_in:].transpose(0, 1)
                                                                   for tensor in batch[1:8])  # (seq_len, B, ...) each
         features, memories = self.unroll(self.cri, batch)
@@ -2087,8 +1982,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     @staticmethod
     def next_features(net: nn.Module, boot_states: torch.Tensor, last: torch.Tensor, memories: torch.Tensor
                       ) -> torch.Tensor:
-        """net's features (seq_len, B, width) of boot_states, each from memories (seq_len, 2, B, width) after its step
-        last (seq_len, B): one step of the core for all seq_len * B."""
+        """net's features (seq_len, B, width) of boot_states from the memories after step `last`, in one core step."""
         columns = torch.arange(last.shape[1], device=last.device)
         after = memories.permute(0, 2, 1, 3)[last, columns]  # (seq_len, B, 2, width)
         no_start = torch.zeros((1, last.numel()), device=last.device)
@@ -2126,9 +2020,8 @@ class SharedStep:
 
 
 class AgentA3C(AgentA2C):
-    """A3C (Mnih et al. arXiv:1602.01783, Algorithm S3): num_workers processes (AgentRun.train_async), each with its
-    own envs and network copy, step shared networks with A2C's gradients, lock-free; the optimizer's statistics are
-    shared too (the paper's shared RMSProp, section 4; Adam here). Workers pull the shared weights after each step."""
+    """A3C (Mnih et al. arXiv:1602.01783, Algorithm S3): worker processes (AgentRun.train_async) step shared networks
+    and optimizer statistics (shared RMSProp, section 4; Adam here) with A2C's gradients, lock-free."""
 
     if_async = True
     if_data_parallel = False  # its workers already share one model
@@ -2190,9 +2083,8 @@ def flat_grad(output: torch.Tensor, params: list[torch.Tensor], **keywords) -> t
 
 def fisher_vector_product(mean_kl: torch.Tensor, params: list[torch.Tensor], damping: float
                           ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """v -> (F + damping I) v, F the policy's Fisher information: the Hessian of mean_kl = KL(pi_old || pi_theta) at
-    theta_old (TRPO paper, arXiv:1502.05477, Appendix C.1), by two backward passes, no matrix; damping conditions
-    a near-singular F (Martens 2010)."""
+    """v -> (F + damping I) v, F the Hessian of mean_kl = KL(pi_old || pi_theta) at theta_old (TRPO paper,
+    arXiv:1502.05477, Appendix C.1), by two backward passes; damping conditions a near-singular F (Martens 2010)."""
     grad_kl = flat_grad(mean_kl, params, create_graph=True)
     return lambda vector: flat_grad(grad_kl @ vector, params, retain_graph=True) + damping * vector
 
@@ -2248,8 +2140,7 @@ class AgentTRPO(AgentVPG):
     if_data_parallel = False  # the line search's steps are not gradients the ranks could average
 
     def update_actor(self, batch: tuple[torch.Tensor, ...]) -> float:
-        """x = F^-1 g by conjugate gradient, the step sqrt(2 max_kl / x.Fx) x, then the line search; returns the
-        objective (the negated surrogate) where the actor ends."""
+        """Conjugate-gradient x = F^-1 g, the step sqrt(2 max_kl / x.Fx) x, the line search; returns the objective."""
         state = batch[0]
         params = list(self.act.parameters())
         old_act = frozen_copy(self.act)
@@ -2265,8 +2156,7 @@ class AgentTRPO(AgentVPG):
 
 
 class AgentDiscreteTRPO(AgentTRPO, AgentDiscreteVPG):
-    """TRPO with a categorical policy: AgentTRPO's update, AgentDiscreteVPG's actor. Its hyper_defaults are
-    AgentTRPO's, entropy_coef 0 among them: the paper's surrogate has no entropy bonus, and none was needed."""
+    """TRPO with a categorical policy; AgentTRPO's hyper_defaults: no entropy bonus, as the paper's surrogate."""
 
     hyper_defaults = AgentTRPO.hyper_defaults | dict(if_action_mask=False)
 
@@ -2275,13 +2165,11 @@ class AgentDiscreteTRPO(AgentTRPO, AgentDiscreteVPG):
 
 
 class KFAC(torch.optim.Optimizer):
-    """Natural-gradient steps for nn.Linear networks, the Fisher approximated by Kronecker factors (K-FAC, Martens
-    and Grosse arXiv:1503.05671), with ACKTR's trust-region step size (Wu et al. arXiv:1708.05144). A layer's
-    Fisher block is G (x) A, A = E[a a^T] (inputs with a 1 for the bias), G = E[g g^T] (output gradients of
-    samples from the model's own distribution), running averages (K-FAC sections 3, 5). Eigendecompositions make
-    the damped inverse exact: (G (x) A + damping I)^-1 vec(V) = vec(Q_G [(Q_G^T V Q_A) / (d_G d_A^T + damping)]
-    Q_A^T). Other parameters (a log std) take the plain gradient, as OpenAI baselines' ACKTR. step() moves by
-    eta = min(lr, sqrt(2 kl_clip / x^T F x)) along x = F^-1 g (ACKTR section 3.2); x^T F x = x^T g."""
+    """Natural-gradient steps for nn.Linear networks, the Fisher as Kronecker factors (K-FAC, Martens and Grosse
+    arXiv:1503.05671, sections 3, 5): G (x) A per layer, A = E[a a^T] (inputs with a bias 1), G = E[g g^T] (output
+    gradients of model samples), running averages, inverted exactly by eigendecomposition. Other parameters (a
+    log std) take the plain gradient (OpenAI baselines). step() moves by eta = min(lr, sqrt(2 kl_clip / x^T F x))
+    along x = F^-1 g (ACKTR, Wu et al. arXiv:1708.05144, section 3.2); x^T F x = x^T g."""
 
     def __init__(self, net: nn.Module, lr: float, kl_clip: float, damping: float, stat_decay: float):
         self.layers = [module for module in net.modules() if type(module) is nn.Linear]
@@ -2346,9 +2234,8 @@ class KFAC(torch.optim.Optimizer):
 
 
 class AgentACKTR(AgentA2C):
-    """ACKTR (Wu et al. arXiv:1708.05144): A2C's loop with the actor and the critic stepped along their natural
-    gradients (KFAC), each step bounded by a trust region. The actor's Fisher is that of its action distribution;
-    the critic's that of a Gaussian of unit variance around V(s) (ACKTR section 3.1)."""
+    """ACKTR (Wu et al. arXiv:1708.05144): A2C's loop, actor and critic stepped along K-FAC natural gradients in a
+    trust region; the critic's Fisher is a unit-variance Gaussian's around V(s) (ACKTR section 3.1)."""
 
     if_image_states = False  # KFAC has Kronecker factors for nn.Linear layers only, none for convolutions
     hyper_defaults = AgentA2C.hyper_defaults | dict(learning_rate=0.25,  # eta_max, the largest step along F^-1 g
@@ -2413,10 +2300,9 @@ def trust_region_step(g: torch.Tensor, k: torch.Tensor, delta: float) -> torch.T
 
 
 class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
-    """ACER for discrete actions (Wang et al. arXiv:1611.01224): a categorical actor, a critic Q(s, .), an average
-    policy (the actor's soft-updated copy). Each update learns from the new rollout, then repeat_times replayed
-    ones: Retrace targets for the critic; the truncated, bias-corrected importance-weighted policy gradient
-    (section 3.2) projected into the trust region (trust_region_step)."""
+    """ACER for discrete actions (Wang et al. arXiv:1611.01224): categorical actor, critic Q(s, .), average policy
+    (soft-updated copy). It learns from the new rollout, then repeat_times replayed: Retrace targets, and the
+    truncated, bias-corrected policy gradient (section 3.2) projected into the trust region (trust_region_step)."""
 
     if_image_states = False  # not yet tried on images
     if_act_target = True  # the average policy network
@@ -2432,8 +2318,7 @@ class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
                           if_state_norm=False)
 
     def get_action_behaviour(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """A sampled action (N,) and the log-probs of every action (N, action_dim), for the importance weights of
-        every action in the bias correction."""
+        """A sampled action (N,) and every action's log-prob (N, action_dim), for the bias correction."""
         return self.act.get_action_log_prob(state)[0], self.act.get_log_probs(state)
 
     def update_net(self, buffer: SegmentReplayBuffer, batch_size: int | None = None, repeat_times: float = 4
@@ -2483,11 +2368,9 @@ class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
 
 
 class MultiAgent:
-    """Makes an agent class a team's (num_agents): states are every agent's observation side by side,
-    (num_agents * state_dim,); actions (num_agents,) integers or (num_agents * action_dim,) in [-1, 1]. It learns the
-    team's reward, the sum of the agents' (common_reward, EPyMARL's), or, with a value per agent (if_agent_rewards:
-    MADDPG, MAPPO) and common_reward=False, each agent's own: on a competitive env (simple_tag_v3) a sum would train
-    the prey to get caught. First among the bases: AgentQMIX(MultiAgent, AgentDoubleDQN)."""
+    """Makes an agent class a team's (num_agents): states are every agent's observation side by side, actions
+    (num_agents,) ints or (num_agents * action_dim,). It learns the agents' reward sum (common_reward, EPyMARL's) or,
+    with if_agent_rewards, each agent's own (a sum would train prey to get caught). First among the bases."""
 
     if_multi_agent = True
     net_keywords = ("num_agents",)  # a team's networks take its size
@@ -2517,8 +2400,7 @@ class MultiAgent:
         return super().standard_noise((*shape[:-1], self.num_agents * shape[-1]), beta)
 
     def learned_reward(self, reward, info: dict):
-        """The team's reward, the sum of its agents' (the env's: extras.teams.MultiAgentEnv); for an agent with a value
-        per agent (if_agent_rewards), every agent's (agent_rewards)."""
+        """The team's reward, its agents' sum (extras.teams.MultiAgentEnv); with if_agent_rewards, each agent's."""
         return super().learned_reward(self.agent_rewards(reward, info) if self.if_agent_rewards else reward, info)
 
     def agent_rewards(self, reward, info: dict) -> np.ndarray:
@@ -2536,16 +2418,14 @@ class MultiAgent:
 
 
 def team_defaults(defaults: dict, common_reward: bool) -> dict:
-    """An agent's hyperparameters as a team's: no if_state_norm (team states mix agents' observations), no
-    if_action_mask (no mask per agent), and common_reward (MultiAgent)."""
+    """An agent's hyperparameters as a team's: no if_state_norm, no if_action_mask; common_reward (MultiAgent)."""
     return ({name: value for name, value in defaults.items() if name not in ("if_state_norm", "if_action_mask")}
             | dict(common_reward=common_reward))
 
 
 class AgentQMIX(MultiAgent, AgentDoubleDQN):
-    """QMIX (Rashid et al. arXiv:1803.11485): a shared agent network gives each agent's q-values, a monotonic mixer
-    of the team's state joins the chosen ones into Q_tot (AgentNet.QMixNet), learned with double-Q targets. Each
-    agent acts greedily on its own q-values, which monotonicity makes the team's greedy joint action."""
+    """QMIX (Rashid et al. arXiv:1803.11485): agents' q-values of the chosen actions, mixed monotonically by the
+    team's state into Q_tot (AgentNet.QMixNet) with double-Q targets, so each agent's greedy action is the team's."""
 
     cri_class = QMixNet
     net_keywords = ("if_noisy", "num_agents")
@@ -2568,9 +2448,8 @@ class AgentVDN(AgentQMIX):
 
 
 class AgentMADDPG(MultiAgent, AgentDDPG):
-    """MADDPG (Lowe et al. arXiv:1706.02275) for continuous actions: decentralised actors on their own observation
-    (AgentNet.TeamActor), each with a centralised critic of every observation and action (TeamCritic) regressed onto
-    r_i + gamma * Q_i'(s', mu'(s')) (eq. 6), r_i agent i's own reward; DDPG's exploration and warm-up."""
+    """MADDPG (Lowe et al. arXiv:1706.02275): decentralised actors (AgentNet.TeamActor), each with a centralised critic
+    (TeamCritic) regressed onto r_i + gamma * Q_i'(s', mu'(s')) (eq. 6), r_i agent i's own; DDPG's exploration."""
 
     if_agent_rewards = True
     # a white warm-up: the team rows (BENCHMARKS.md) were measured with it, and the particle envs reward no momentum
@@ -2581,13 +2460,12 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
 
     def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Critic i regresses onto agent i's reward: rewards (B, num_agents) as (num_agents, B), as the critics' Q."""
+        """Critic i regresses onto agent i's reward: rewards (B, num_agents) transposed like the critics' Q."""
         state, action, reward, discount, next_state = batch
         return super().get_obj_critic((state, action, reward.T, discount, next_state), weights)
 
     def get_obj_actor(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        """Agent i's actor ascends Q_i(s, a_1, ..., mu_i(o_i), ..., a_n), the other agents' actions as replayed
-        (eq. 5)."""
+        """Agent i's actor ascends Q_i(s, a_1, ..., mu_i(o_i), ..., a_n), others' actions as replayed (eq. 5)."""
         state, action = batch[:2]
         own, replayed = self.get_team_actions(state, action)  # (B, num_agents, action_dim) each
         if_own = torch.eye(self.num_agents, dtype=torch.bool, device=self.device)[:, None, :, None]  # (n, 1, n, 1)
@@ -2600,10 +2478,9 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
 
 
 class AgentDiscreteMADDPG(AgentMADDPG):
-    """MADDPG for discrete actions: actors sample a categorical policy while exploring and in the critics' target,
-    act greedily in evaluation, and learn through a straight-through Gumbel-softmax sample (Jang et al.
-    arXiv:1611.01144). Unlike the paper's code (openai/maddpg), the critics take one-hot actions, those the env
-    receives (AgentNet.TeamCriticDiscrete); its logit penalty stays (get_obj_actor)."""
+    """MADDPG for discrete actions: actors sample a categorical policy (greedy in evaluation) and learn through a
+    straight-through Gumbel-softmax sample (Jang et al. arXiv:1611.01144); unlike openai/maddpg, the critics take
+    one-hot actions, those the env receives (AgentNet.TeamCriticDiscrete); its logit penalty stays."""
 
     if_discrete = True
     logits_penalty = 1e-3  # weight of the mean squared logit in the actor's loss, the paper's code's
@@ -2615,8 +2492,7 @@ class AgentDiscreteMADDPG(AgentMADDPG):
         return torch.distributions.Categorical(logits=self.act.get_logits(state)).sample()  # (..., num_agents)
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
-        """Every critic's target Q of a joint action sampled from the target actors: the critics value the sampling
-        policy that acts and that the actors' objective grades, not its greedy action (eq. 6)."""
+        """Every critic's target Q of a joint action sampled from the target actors: the sampling policy's (eq. 6)."""
         next_action = torch.distributions.Categorical(logits=self.act_target.get_logits(next_state)).sample()
         return self.cri_target(next_state, next_action)  # (num_agents, B)
 
@@ -2631,18 +2507,15 @@ class AgentDiscreteMADDPG(AgentMADDPG):
 
 
 class AgentDiscreteIDDPG(AgentDiscreteMADDPG):
-    """Independent DDPG, the MADDPG paper's baseline (arXiv:1706.02275, section 5, Figure 3): each agent's critic
-    Q_i(o_i, a_i) sees only its own observation and action (AgentNet.TeamCriticLocalDiscrete); otherwise discrete
-    MADDPG, so the two differ only in what the critics see."""
+    """Independent DDPG, MADDPG's baseline (arXiv:1706.02275, section 5): each critic sees its own agent only."""
 
     cri_class = TeamCriticLocalDiscrete
 
 
 class AgentQTRAN(AgentQMIX):
     """QTRAN-base (Son et al. arXiv:1905.05408): an unconstrained Q_jt(s, a) learns the TD target (AgentNet.QTranNet);
-    the agents' q_i and V_jt(s) are pulled to factorise it, sum_i q_i(a_i) - Q_jt(s, a) + V_jt(s) = 0 at the greedy
-    joint action (L_opt) and >= 0 at the taken one (L_nopt), Q_jt fixed (Theorem 1, eq. 4-6): it represents
-    payoffs that QMIX's monotonic mixer cannot."""
+    q_i and V_jt(s) are pulled to factorise it, sum_i q_i - Q_jt + V_jt = 0 at the greedy joint action (L_opt), >= 0
+    at the taken one (L_nopt) (Theorem 1, eq. 4-6): payoffs QMIX's monotonic mixer cannot represent."""
 
     cri_class = QTranNet
     hyper_defaults = AgentQMIX.hyper_defaults | dict(lambda_opt=1.0, lambda_nopt=1.0)  # the paper's weights
@@ -2665,10 +2538,9 @@ class AgentQTRAN(AgentQMIX):
 
 
 class AgentMAPPO(MultiAgent, AgentPPO):
-    """MAPPO (Yu et al. arXiv:2103.01955) for continuous actions: one policy shared by the agents, the agent's index
-    as input (AgentNet.TeamActorPPO); each agent's clipped ratio on its own advantage from a centralised value V_i(s)
-    of its own rewards (TeamCriticValue; the paper's agent-specific global state, section 4.3), learned on
-    standardised returns: value normalisation matters (section 4.1)."""
+    """MAPPO (Yu et al. arXiv:2103.01955) for continuous actions: a policy shared by the agents, their index as input
+    (AgentNet.TeamActorPPO), each agent's ratio on its own advantage from a centralised V_i(s) (TeamCriticValue;
+    agent-specific global state, section 4.3), learned on standardised returns (value normalisation, section 4.1)."""
 
     if_agent_rewards = True
     act_class, cri_class = TeamActorPPO, TeamCriticValue
@@ -2694,10 +2566,9 @@ class AgentDiscreteMAPPO(AgentMAPPO):
 
 
 class AgentCOMA(MultiAgent, AgentVPG):
-    """COMA (Foerster et al. arXiv:1705.08926): actor-critic for a team with a shared categorical policy
-    (TeamActorDiscretePPO) and a centralised critic of Q(s, (a_-i, .)) (AgentNet.COMACritic), which learns TD(lambda)
-    returns of its target network; each agent's policy gradient weighs log pi_i(a_i) by its counterfactual advantage
-    A_i = Q(s, a) - sum_a' pi_i(a') Q(s, (a_-i, a')) (eq. 4), which credits the agent alone for the team's reward."""
+    """COMA (Foerster et al. arXiv:1705.08926): a shared categorical policy (TeamActorDiscretePPO), a centralised
+    critic Q(s, (a_-i, .)) (AgentNet.COMACritic) on its target's TD(lambda) returns, and per agent the counterfactual
+    advantage A_i = Q(s, a) - sum_a' pi_i(a') Q(s, (a_-i, a')) (eq. 4), which credits the agent alone."""
 
     if_discrete = True
     act_class, cri_class = TeamActorDiscretePPO, COMACritic
@@ -2705,8 +2576,7 @@ class AgentCOMA(MultiAgent, AgentVPG):
     hyper_defaults = team_defaults(DiscreteOnPolicy.hyper_defaults, True) | dict(soft_update_tau=0.01)
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
-        """The critic first (fit_critic on TD(lambda) returns), then one step of the actor on the whole rollout with
-        the stepped critic's advantages (Algorithm 1)."""
+        """The critic on TD(lambda) returns (fit_critic), then one actor step on its advantages (Algorithm 1)."""
         with torch.no_grad():
             q_taken = self.cri_target.get_q_taken(buffer.states, buffer.actions).mean(dim=-1)  # (T, N), rows' mean
             next_action = self.act.get_action_log_prob(buffer.next_states)[0]  # where the rollout holds no next action
@@ -2720,8 +2590,7 @@ class AgentCOMA(MultiAgent, AgentVPG):
         return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
 
     def get_obj_critic(self, state: torch.Tensor, action: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
-        """Every agent's row regresses Q(s, a) of the joint action taken onto the return (its minibatches carry the
-        action: update_net)."""
+        """Every agent's row regresses Q(s, a) of the joint action taken onto the return."""
         q = self.cri.get_q_taken(state, action)  # (B, num_agents)
         return self.criterion(q, ret.unsqueeze(-1).expand_as(q))
 
@@ -2732,8 +2601,7 @@ class AgentCOMA(MultiAgent, AgentVPG):
 
     @torch.no_grad()
     def get_advantage(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Every agent's counterfactual advantage, A_i = Q(s, a) - sum_a' pi_i(a'|o_i) Q(s, (a_-i, a')), each Q from
-        agent i's row of the critic, (B, num_agents)."""
+        """Counterfactual advantages A_i = Q(s, a) - sum_a' pi_i(a'|o_i) Q(s, (a_-i, a')), (B, num_agents)."""
         q = self.cri(state, action)  # (B, num_agents, action_dim)
         baseline = (self.act.get_log_probs(state).exp() * q).sum(dim=-1)
         return q.gather(-1, action.unsqueeze(-1)).squeeze(-1) - baseline
