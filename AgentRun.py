@@ -1,7 +1,8 @@
 """Train an agent: `python AgentRun.py [key=value ...]` runs run__demo() with Arguments fields overridden, e.g.
 `python AgentRun.py agent=AgentSAC env=Pendulum-v1 break_step=20000 cwd=/tmp/run seed=1`. A round's roles (Explorer,
 Learner, Recorder) are written once; the loops differ only in how the roles talk: train_serial (the reference),
-train_multiprocess (queues), train_async (A3C, shared memory), train_distributed (torchrun, all_reduce)."""
+train_multiprocess (queues), train_async (A3C, shared memory), train_distributed (torchrun, all_reduce). The core
+comes first, in reading order, to the line `the core ends here`; the checks, the plumbing and the other loops follow."""
 import contextlib
 import copy
 import csv
@@ -162,130 +163,13 @@ class Arguments:
 
     def resolve(self, env_info: "EnvInfo"):
         """Fill the fields left at None and check every value (check_torchrun: as given); writes nothing."""
-        self.agent = self.agent_for(env_info)
+        self.agent = agent_for(self, env_info)
         if torchrun_world() is not None:
             check_torchrun(self)
-        self.fill_defaults(env_info)
-        self.check_values()
-        self.check_options(env_info)
-        self.choose_loop()
-
-    def agent_for(self, env_info: "EnvInfo") -> type:
-        """The agent class, refused (naming those that suit) for another kind of env: team, action space, images."""
-        agent_class = self.get_agent_class()
-        if agent_class.if_multi_agent != env_info.if_multi_agent:
-            suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_multi_agent == env_info.if_multi_agent
-                        and cls.if_discrete == env_info.if_discrete]
-            raise RefusedError(f"{agent_class.__name__} is a {'multi' if agent_class.if_multi_agent else 'single'}"
-                               f"-agent agent, but {env_info.env_name} is a "
-                               + (f"multi-agent env ({env_info.num_agents} agents)" if env_info.if_multi_agent else
-                                "single-agent env") + f"; use one of {', '.join(suitable)}")
-        if agent_class.if_discrete != env_info.if_discrete:
-            wanted = "Discrete" if env_info.if_discrete else "Box"
-            suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_discrete == env_info.if_discrete
-                        and cls.if_multi_agent == env_info.if_multi_agent]
-            raise RefusedError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
-                               f"action spaces, but {env_info.env_name} has a {wanted} action space; "
-                               f"use one of {', '.join(suitable)}")
-        if is_image(env_info.state_dim) and not agent_class.if_image_states:
-            suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_image_states
-                        and cls.if_discrete == env_info.if_discrete and not cls.if_multi_agent]
-            raise RefusedError(f"{agent_class.__name__} does not take image observations, but {env_info.env_name}'s "
-                               f"are images of shape {env_info.state_dim}; use one of {', '.join(suitable)}")
-        return agent_class
-
-    def fill_defaults(self, env_info: "EnvInfo"):
-        """Fill the None fields from the agent or the env, but if_multiprocess; refuse another agent's setting."""
-        own_settings = agent_settings(self.agent)
-        for name in sorted(AGENT_KNOBS - set(own_settings)):
-            if getattr(self, name) is not None:
-                users = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if name in agent_settings(cls))
-                raise RefusedError(f"{name}={getattr(self, name)!r} is not accepted: {self.agent.__name__} has no "
-                                   f"{name} (only {users} have it); {self.agent.__name__}'s own settings are "
-                                   f"{', '.join(sorted(own_settings))}")
-        if self.common_reward is None and own_settings.get("common_reward") and env_info.if_multi_agent and \
-                importlib.import_module("extras.teams").is_competing_team(env_info.env_name):
-            selfish = ", ".join(name for name, cls in AGENT_CLASSES.items() if cls.if_agent_rewards)
-            raise RefusedError(f"{self.agent.__name__} learns one value of the team's common reward, the sum of every "
-                               f"agent's; the agents of {env_info.env_name} compete (adversaries against the "
-                               f"others), so that sum would train each side to help the other: pass "
-                               f"common_reward=True to learn it anyway, or use an agent that learns from each "
-                               f"agent's own reward ({selfish})")
-        if self.her_k is None and "her_k" in own_settings and not env_info.goal_dim:  # relabelling needs goals
-            self.her_k = 0
-        if self.if_noisy and self.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
-            self.explore_rate = 0.0
-        if self.if_multiprocess is False and self.num_workers is None:  # a serial run's one explorer (AgentApeX: 2)
-            self.num_workers = 1
-        if self.if_clip_reward is None and own_settings.get("if_clip_reward", False) is None:  # Atari's: DQN's clip
-            self.if_clip_reward = env_info.env_name.startswith("ALE/")
-        if_image_replay = self.buffer_size is None and self.agent.if_off_policy and is_image(env_info.state_dim)
-        for name, value in own_settings.items():
-            if name in ARGUMENT_NAMES and name != "if_multiprocess" and getattr(self, name) is None:
-                setattr(self, name, value)
-        if if_image_replay:  # R2D2's sequences: burn_in + seq_len states and as many bootstrap states each
-            states = 2 * (self.burn_in + self.seq_len) if self.agent.if_recurrent else 0
-            self.buffer_size = replay_capacity(env_info, own_settings["buffer_size"], states)
-        if self.target_return is None:
-            self.target_return = env_info.target_return
-        if self.cwd is None:
-            self.cwd = f"./{self.agent.__name__}_{env_info.env_name}_{self.seed}"
-
-    def check_options(self, env_info: "EnvInfo"):
-        """The checks beyond a number's range: names, packages, settings that must agree with others or the env."""
-        self.net_dims = parse_widths(self.net_dims)
-        if self.activation is not None and self.activation not in NetShape.activations:
-            raise RefusedError(f"activation={self.activation!r} is not accepted: "
-                               f"one of {', '.join(NetShape.activations)}")
-        if self.recurrent_cell is not None and self.recurrent_cell not in NetShape.cells:
-            raise RefusedError(f"recurrent_cell={self.recurrent_cell!r} is not accepted: "
-                               f"one of {', '.join(NetShape.cells)}")
-        if self.start_method not in (None, *mp.get_all_start_methods()):
-            raise RefusedError(f"start_method={self.start_method!r} is not accepted: "
-                               f"None or one of {mp.get_all_start_methods()}")
-        if self.if_tensorboard:
-            try:
-                import torch.utils.tensorboard  # noqa: F401  (only to fail here, before anything is written)
-            except ImportError:
-                raise RefusedError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
-                                   "without it, recorder.csv and the plot hold the same numbers") from None
-        if self.env_backend not in ("gymnasium", "envpool"):
-            raise RefusedError(f"env_backend={self.env_backend!r} is not accepted: 'gymnasium' or 'envpool'")
-        if self.env_backend == "envpool":
-            importlib.import_module("extras.envpool_backend").check_arguments(self, env_info)
-        if self.her_k:
-            importlib.import_module("extras.goals").check_arguments(self, env_info)
-        if self.if_state_norm and is_image(env_info.state_dim):
-            raise RefusedError(f"if_state_norm=True is not accepted with image observations ({env_info.env_name}: "
-                               f"{env_info.state_dim}): the image encoder scales pixels inside the network; it accepts "
-                               f"flat Box observations (state_dim,); pass if_state_norm=False")
-        if_rollout_cut = self.seq_len is not None and not self.agent.if_off_policy  # R2D2's sequences overlap instead
-        if if_rollout_cut and (self.steps_per_round // self.num_envs) % self.seq_len:
-            raise RefusedError(f"seq_len={self.seq_len} is not accepted with steps_per_round={self.steps_per_round} "
-                               f"and num_envs={self.num_envs}: it must divide steps_per_round // num_envs = "
-                               f"{self.steps_per_round // self.num_envs}, the steps of each env copy's rollout, so "
-                               f"that the learning sequences are whole")
-        if self.agent.if_explorer_priorities and not self.if_per:
-            raise RefusedError(f"if_per={self.if_per} is not accepted: {self.agent.__name__}'s explorers compute the "
-                               f"priorities that its learner replays by (PrioritizedReplayBuffer); pass if_per=True or "
-                               f"leave it None, or use AgentD3QN for uniform replay")
-        if self.agent.if_off_policy and self.break_step <= self.random_steps:
-            raise RefusedError(f"break_step={self.break_step} is not accepted: {self.agent.__name__} explores at "
-                               f"random for its first random_steps={self.random_steps} steps and learns only after "
-                               f"them; pass a break_step above random_steps, or a smaller random_steps")
-
-    def choose_loop(self):
-        """None -> the agent's faster loop; True if num_workers > 1; refuses a serial loop the agent cannot run."""
-        if self.if_multiprocess is False and self.agent.if_async:
-            raise RefusedError(f"if_multiprocess=False is not accepted: {self.agent.__name__} learns in num_workers "
-                               f"processes of its own (train_async); pass if_multiprocess=True, or leave it None")
-        if self.if_multiprocess is False and self.num_workers > 1:
-            raise RefusedError(f"num_workers={self.num_workers} is not accepted with if_multiprocess=False: the "
-                               f"explorers are processes of a multiprocess run; pass if_multiprocess=True (or leave "
-                               f"it None), or num_workers=1")
-        if self.if_multiprocess is None:
-            self.if_multiprocess = agent_settings(self.agent).get("if_multiprocess", False)
-        self.if_multiprocess = self.if_multiprocess or self.num_workers > 1
+        fill_defaults(self, env_info)
+        check_values(self)
+        check_options(self, env_info)
+        choose_loop(self)
 
     def prepare_cwd(self):
         """Refuse to mix with an earlier run's files (unless if_resume or if_remove); write config.json as used."""
@@ -304,48 +188,6 @@ class Arguments:
         with open(os.path.join(self.cwd, "config.json"), "w") as f:
             json.dump(self.to_dict(), f, indent=2)
 
-    def check_values(self):
-        rules = {  # field: (test, what is accepted)
-            "num_threads": (lambda v: v > 0, "> 0"), "net_dim": (lambda v: v > 0, "> 0"),
-            "batch_size": (lambda v: v > 0, "> 0"), "learning_rate": (lambda v: v > 0, "> 0"),
-            "actor_learning_rate": (lambda v: v > 0, "> 0"), "target_kl": (lambda v: v > 0, "> 0"),
-            "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
-            "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "buffer_size": (lambda v: v > 0, "> 0"),
-            "steps_per_round": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
-            "num_envs": (lambda v: v > 0, "> 0"), "num_workers": (lambda v: v >= 1, ">= 1"),
-            "random_steps": (lambda v: v >= 0, ">= 0"),
-            "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
-            "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
-            "save_gap": (lambda v: v > 0, "> 0"),
-            "explore_rate": (lambda v: 0 <= v <= 1, "in [0, 1]"), "explore_noise": (lambda v: v >= 0, ">= 0"),
-            "noise_beta": (lambda v: v >= 0, ">= 0"), "random_beta": (lambda v: v >= 0, ">= 0"),
-            "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
-            "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-            "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
-            "seq_len": (lambda v: v >= 1, ">= 1"), "burn_in": (lambda v: v >= 0, ">= 0"),
-            "frame_stack": (lambda v: v >= 1, ">= 1"),
-            "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"),
-            "damping": (lambda v: v > 0, "> 0"), "rho_clip": (lambda v: v > 0, "> 0"),
-            "lambda_opt": (lambda v: v >= 0, ">= 0"), "lambda_nopt": (lambda v: v >= 0, ">= 0"),
-            "n_step": (lambda v: v >= 1, ">= 1"), "her_k": (lambda v: v >= 0, ">= 0"),
-            "num_atoms": (lambda v: v >= 2, ">= 2"),
-            "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
-            "v_min": (lambda v: math.isfinite(v) and v < self.v_max, f"below v_max={self.v_max}"),
-        }
-        for name, (test, accepted) in rules.items():
-            value = getattr(self, name)
-            if value is None:  # still None after the defaults: this agent does not use it (PPO: buffer_size)
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
-                raise RefusedError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
-        for field in dataclasses.fields(self):  # the fields annotated int (not float) take integers only
-            kinds, value = typing.get_args(field.type) or (field.type,), getattr(self, field.name)
-            if int in kinds and float not in kinds and value is not None and (
-                    isinstance(value, bool) or not isinstance(value, int)):
-                raise RefusedError(f"{field.name}={value!r} is not accepted: {field.name} must be an integer")
-        if self.agent.if_multi_agent:  # VDN, QMIX, QTRAN, COMA: a common reward only
-            self.agent.check_common_reward(self.common_reward)
-
     def to_dict(self) -> dict:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         fields["agent"] = self.agent.__name__ if isinstance(self.agent, type) else self.agent
@@ -353,97 +195,58 @@ class Arguments:
         return fields
 
 
-ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
-RENAMED = {"target_step": "steps_per_round", "max_memo": "buffer_size"}  # old field -> new (2026-11-28)
+# ---- the run: train_and_evaluate and the serial loop, the reference ----
 
 
-def refuse_renamed(given: dict):
-    """Refuse a field by its old name (RENAMED), naming the new one."""
-    for old, value in given.items():
-        if value is not None:
-            raise RefusedError(f"{old}= is not accepted: it was renamed {RENAMED[old]}= (the same value); pass "
-                               f"{RENAMED[old]}={value}")
+def train_and_evaluate(args: Arguments) -> dict:
+    """Train until target_return, a limit, a `stop` file or Ctrl-C, in the loop that suits; returns how it stopped."""
+    env_info = prepare_env(args.env, if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[1]
+    args.resolve(env_info)
+    world = torchrun_world()
+    if world is None:
+        args.prepare_cwd()
+        loop = train_async if args.agent.if_async else train_multiprocess if args.if_multiprocess else train_serial
+        stop_reason, step, recorder = loop(args, env_info)
+    else:
+        stop_reason, step, recorder = train_distributed(args, env_info, *world)
+        if recorder is None:  # a rank other than 0: rank 0 records and reports
+            return {"stop_reason": stop_reason, "step": step}
+    evaluator = recorder.evaluator
+    seconds = time.time() - evaluator.start_time
+    print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
+          f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
+    return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
+            "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
 
 
-# the agents a run takes: AgentZoo's AgentBase subclasses but the shared bases, which no task trains
-AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items())
-                 if isinstance(obj, type) and issubclass(obj, AgentBase)
-                 and obj not in (AgentBase, AgentZoo.AgentOffPolicy, AgentZoo.AgentOnPolicy)}
-
-
-def agent_settings(agent_class: type) -> dict:
-    """The Arguments an agent class gives defaults for: its loop settings and its hyperparameters."""
-    return agent_class.train_defaults | agent_class.hyper_defaults
-
-
-# the settings of any AgentZoo agent; Arguments.fill_defaults refuses those the chosen agent lacks
-AGENT_KNOBS = {name for cls in AGENT_CLASSES.values() for name in agent_settings(cls)} & ARGUMENT_NAMES
-
-
-def parse_overrides(argv: list[str]) -> dict:
-    """['key=value', ...] -> {key: value typed as its Arguments field}; refuses unknown keys and bad values."""
-    fields = {f.name: f for f in dataclasses.fields(Arguments)}
-    overrides = {}
-    for item in argv:
-        key, sep, text = item.partition("=")
-        if not sep:
-            raise RefusedError(f"expected key=value, got {item!r}; keys: {', '.join(fields)}")
-        if key in RENAMED:
-            refuse_renamed({key: text})
-        if key not in fields:
-            raise RefusedError(f"unknown key {key!r}; Arguments has {', '.join(fields)}")
-        types = typing.get_args(fields[key].type) or (fields[key].type,)
-        overrides[key] = parse_value(key, text, types)
-    return overrides
-
-
-def parse_widths(net_dims: tuple | list | str | None) -> tuple[int, ...] | None:
-    """net_dims as a tuple of positive ints, from "400,300" or "400x300", a list (config.json) or a tuple."""
-    if net_dims is None:
-        return None
-    parts = re.split(r"[,x]", net_dims) if isinstance(net_dims, str) else list(net_dims)
+def train_serial(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, "Recorder"]:
+    """The reference loop, the three roles in one process; returns the stop reason, step and recorder."""
+    learner = Learner(args, env_info)
+    recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"])
+    learner.recorder_state = recorder.state_dict
+    explorer = Explorer(args, learner.agent, learner.step, 0, args.num_envs)
+    print_banner(args, env_info, learner.step, f"device {learner.agent.device}")
+    stop_reason = None
     try:
-        widths = tuple(int(part) for part in parts)
-    except (TypeError, ValueError):
-        widths = ()
-    if not widths or any(width <= 0 for width in widths) or any(isinstance(part, (bool, float)) for part in parts):
-        raise RefusedError(f"net_dims={net_dims!r} is not accepted: the hidden layers' widths, positive integers, e.g. "
-                           f"net_dims=400,300 (or 400x300)")
-    return widths
+        while stop_reason is None:
+            trajectory = explorer.explore(learner.step)
+            learner.store(trajectory, args.num_envs)
+            returns = explorer.new_returns()
+            learner.episodes += len(returns)
+            recorder.keep(returns)
+            stats = learner.learn(trajectory)
+            stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
+            if stop_reason is not None:
+                recorder.finish()  # before the last checkpoint, which records the plot's name
+            learner.save_when_due(stop_reason is not None)
+    except KeyboardInterrupt:
+        recorder.finish()
+        learner.save()  # the round in flight is lost; everything before it is in the checkpoint
+        stop_reason = "Ctrl-C"
+    return stop_reason, learner.step, recorder
 
 
-def network_shape(settings: "Arguments | dict") -> "int | NetShape":
-    """An agent's net_dim from Arguments or config.json: the int, or a NetShape where any of its fields is set."""
-    get = settings.get if isinstance(settings, dict) else lambda name: getattr(settings, name)
-    net_dim, net_dims, activation, cell = (
-        get(name) for name in ("net_dim", "net_dims", "activation", "recurrent_cell"))
-    if net_dims is None and activation is None and cell is None:
-        return net_dim
-    return NetShape(tuple(net_dims) if net_dims is not None else (net_dim, net_dim),
-                    activation or "relu", cell or "lstm")
-
-
-def parse_value(key: str, text: str, types: tuple) -> typing.Any:
-    if text == "None" and type(None) in types:
-        return None
-    if bool in types:
-        if text in ("True", "true", "1"):
-            return True
-        if text in ("False", "false", "0"):
-            return False
-        raise RefusedError(f"{key}={text!r} is not accepted: {key} takes True or False")
-    for kind in (int, float):
-        if kind in types:
-            try:
-                return kind(text)
-            except ValueError:
-                raise RefusedError(f"{key}={text!r} is not accepted: {key} takes "
-                                   f"{'an integer' if kind is int else 'a number'}"
-                                   f"{' or None' if type(None) in types else ''}") from None
-    return text
-
-
-# ---- the round, written once: explorer, learner, recorder ----
+# ---- the round's three roles, written once: explorer, learner, recorder ----
 
 
 class Explorer:
@@ -618,17 +421,6 @@ def check_finite(trajectory: tuple[torch.Tensor, ...], step: int, num_envs: int,
         raise RefusedError(f"the environment returned a NaN or infinite observation or reward (or the agent a NaN "
                            f"action) at step {step + first + 1} (env {first % num_envs}); {saved}, the bad "
                            f"transitions are not in the buffer")
-
-
-REPLAY_FRAME_BYTES = 8 * 2 ** 30  # what a default replay of images may hold: 8 GiB of frames
-
-
-def replay_capacity(env_info: "EnvInfo", default: int, states_per_entry: int = 0) -> int:
-    """Default replay capacity on images: the agent's, or the largest power of 2 whose frames fit
-    REPLAY_FRAME_BYTES (History/UPDATE_LOG.md, 2026-11-26 and 2026-11-27)."""
-    state = math.prod(env_info.state_dim) * env_info.state_dtype.itemsize
-    entry = states_per_entry * state if states_per_entry else state // env_info.frame_stack
-    return min(default, 2 ** int(math.log2(REPLAY_FRAME_BYTES / entry)))
 
 
 def build_agent(settings: "Arguments | dict", env_info: "EnvInfo", device=None) -> AgentBase:
@@ -892,7 +684,176 @@ def print_banner(args: Arguments, env_info: "EnvInfo", step: int, where: str):
           flush=True)
 
 
-# ---- environments ----
+# ---- the multiprocess loop: the roles in processes, trajectories and weights through queues ----
+
+
+def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
+    """Explorers and a learner in processes of their own, this one records; a failed child stops the run, named."""
+    run_state = start_state(args)
+    step = run_state["step"]
+    channels, explorers, learner = build_children(args, env_info, step)
+    children = [*explorers, learner]
+    torch.set_num_threads(1)
+    recorder = Recorder(args, env_info, step, run_state["evaluator"])
+    eval_agent = build_agent(args, env_info, device="cpu")  # evaluates the learner's weights
+    state_path = os.path.join(args.cwd, RECORDER_STATE)
+    save_atomically(recorder.state_dict(), state_path)  # the resumed one, if resumed: no newer one from before
+    stop_reason = None
+    with children_started(children) as ctrl_c:
+        print_banner(args, env_info, step,
+                     "multiprocess: " + ", ".join(f"{child.name} pid {child.pid}" for child in children))
+        try:
+            while stop_reason is None and not ctrl_c:
+                raise_if_failed(children, channels.errors)
+                report = next_report(channels.reports, learner)
+                if report is None:
+                    continue
+                step, stop_reason = report.step, report.stop_reason
+                recorder.keep(report.returns)
+                if report.weights is not None and recorder.is_due(stop_reason):  # the newest round when due; the last
+                    stop_reason = recorder.evaluate(eval_agent, step, report.episodes, report.stats,
+                                                    report.weights) or stop_reason
+                    save_atomically(recorder.state_dict(), state_path)
+            stop_reason = stop_reason or "Ctrl-C"
+        finally:
+            try:
+                recorder.finish()
+                save_atomically(recorder.state_dict(), state_path)  # for the learner's final checkpoint
+            finally:
+                terminated = stop_children(children, channels)
+    raise_if_failed([child for child in children if child not in terminated], channels.errors)
+    if learner in terminated:  # the explorers have nothing to save; the learner had
+        raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and "
+                           f"was terminated before it finished its final checkpoint: that checkpoint is lost, and "
+                           f"resume continues from the last periodic one (written every save_gap={args.save_gap} s)")
+    return stop_reason, step, recorder
+
+
+CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
+
+
+# The recorder's state, which the learner copies into each checkpoint: a file, not a queue, since a
+# process killed while writing to a pipe leaves half an item that its reader waits on forever.
+RECORDER_STATE = "recorder_state.pt"
+
+
+class Channels(typing.NamedTuple):
+    """What a multiprocess run's processes share. Each queue of one item holds the newest (put_newest);
+    items stay small (CPU tensors go as handles to shared memory), so each is written to the pipe whole."""
+    stop: typing.Any  # an Event: the run is stopping
+    errors: typing.Any  # a Queue of (child name, traceback) from children that raised
+    weights: tuple  # learner -> each explorer (a Queue each): a CPU copy of the newest actor
+    trajectories: tuple  # each explorer (a Queue each) -> learner: (trajectory, returns of the episodes it ended)
+    reports: typing.Any  # learner -> recorder: the newest LearnerReport
+
+
+class LearnerReport(typing.NamedTuple):
+    """What the learner sends the recorder after each round of a multiprocess run (the newest replaces the last)."""
+    step: int  # environment steps taken, all sessions of the run
+    episodes: int  # exploration episodes finished, all sessions
+    returns: list  # the returns of the episodes of the rounds since the recorder's last read (put_report)
+    stats: dict | None  # the round's update_net stats; None before learning starts
+    weights: dict | None  # a CPU copy of the actor to evaluate; None before learning starts (nothing to evaluate)
+    stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
+
+
+def build_children(args: Arguments, env_info: "EnvInfo", step: int) -> tuple[Channels, list, typing.Any]:
+    """The channels, the explorer processes and the learner process of a run at `step`, not started yet."""
+    ctx = mp.get_context(start_method_for(args.start_method))
+    one_per_worker = lambda: tuple(ctx.Queue(1) for _ in range(args.num_workers))
+    channels = Channels(ctx.Event(), ctx.Queue(), one_per_worker(), one_per_worker(), ctx.Queue(1))
+    names = ["explorer"] if args.num_workers == 1 else [f"explorer {worker}" for worker in range(args.num_workers)]
+    explorers = [ctx.Process(target=run_child, name=name, daemon=True,
+                             args=(explorer_process, channels, args, env_info, step, worker))
+                 for worker, name in enumerate(names)]
+    learner = ctx.Process(target=run_child, name="learner", daemon=True,
+                          args=(learner_process, channels, args, env_info))
+    return channels, explorers, learner
+
+
+# steps of each env between an off-policy explorer's looks for newer weights (within a round too: fresher weights)
+REFRESH_STEPS = 32
+
+
+def explorer_process(channels: Channels, args: Arguments, env_info: "EnvInfo", start_step: int, worker: int):
+    """Off-policy: take the newest weights every REFRESH_STEPS steps without waiting. On-policy: wait for the weights
+    trained on the last round, so each is learned from the policy that acted (History/UPDATE_LOG.md, 2026-11-26)."""
+    explorer = Explorer.in_process(args, env_info, start_step, worker, args.num_envs * args.num_workers)
+    weights_queue, trajectories = channels.weights[worker], channels.trajectories[worker]
+    trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
+    if_wait = not args.agent.if_off_policy  # for the weights trained on its last rollout
+    chunk_steps = explorer.horizon if if_wait else REFRESH_STEPS
+    weights = get_until_stopped(weights_queue, channels.stop)
+    if weights is None:
+        return
+    explorer.refresh(weights)
+    step = start_step  # of all the workers, which explore in step (a round is one of each)
+    while True:
+        chunks = []
+        for chunk_start in range(0, explorer.horizon, chunk_steps):
+            steps = min(chunk_steps, explorer.horizon - chunk_start)
+            chunks.append(explorer.explore(step, steps))
+            step += steps * args.num_envs * args.num_workers
+            weights = None if if_wait else receive(weights_queue, channels.stop)  # the newest, if any came since
+            if weights is not None:
+                explorer.refresh(weights)
+        trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
+        if (not put_until_stopped(trajectories, (trajectory, explorer.new_returns()), channels.stop)
+                or is_stopping(channels.stop)):
+            break
+        if if_wait:
+            weights = get_until_stopped(weights_queue, channels.stop)
+            if weights is None:
+                break
+            explorer.refresh(weights)
+
+
+def merge_trajectories(trajectories: list[tuple[torch.Tensor, ...]], if_off_policy: bool, num_envs: int
+                       ) -> tuple[torch.Tensor, ...]:
+    """One round's worker trajectories as one vector env's of num_envs * num_workers copies, worker
+    by worker: on-policy (T, N, ...) along N; off-policy (T * N, ...) in step-then-env order."""
+    if len(trajectories) == 1:
+        return trajectories[0]
+    if not if_off_policy:
+        return tuple(torch.cat(parts, dim=1) for parts in zip(*trajectories))
+    return tuple(torch.cat([part.unflatten(0, (-1, num_envs)) for part in parts], dim=1).flatten(0, 1)
+                 for parts in zip(*trajectories))
+
+
+def learner_process(channels: Channels, args: Arguments, env_info: "EnvInfo"):
+    """A multiprocess run's learner: learns each round, sends weights and reports, writes every checkpoint."""
+    learner = Learner(args, env_info)
+    learner.recorder_state = lambda: load_weights(os.path.join(args.cwd, RECORDER_STATE), "cpu")
+    start_time = time.time() - (learner.run_state["evaluator"] or {"seconds": 0.0})["seconds"]  # of all sessions
+    print(f"learner: device {learner.agent.device}" + (f", resumed at step {learner.step}" if args.if_resume else ""),
+          flush=True)
+    for weights_queue in channels.weights:
+        weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
+        put_newest(weights_queue, cpu_state_dict(learner.agent.act))
+    stop_reason = None
+    while stop_reason is None:
+        items = [get_until_stopped(trajectories, channels.stop) for trajectories in channels.trajectories]
+        if None in items:
+            break
+        trajectory = merge_trajectories([item[0] for item in items], args.agent.if_off_policy, args.num_envs)
+        returns = [value for item in items for value in item[1]]
+        learner.store(trajectory, args.num_envs * args.num_workers)
+        learner.episodes += len(returns)
+        stats = learner.learn(trajectory)
+        weights = None if stats is None else cpu_state_dict(learner.agent.act)  # the explorers take the statistics too
+        for weights_queue in channels.weights if weights is not None else ():
+            put_newest(weights_queue, weights)
+        stop_reason = round_stop_reason(args, learner.step, start_time)
+        put_report(channels.reports,
+                   LearnerReport(learner.step, learner.episodes, returns, stats, weights, stop_reason))
+        learner.save_when_due(False)
+    while not is_stopping(channels.stop):  # the recorder evaluates the last weights, then stops the run
+        time.sleep(0.05)
+    if mp.parent_process().is_alive():  # a killed run keeps its last periodic checkpoint, as a serial one does
+        learner.save()
+
+
+# ---- environments: a gymnasium env, its facts, the explorer's vector env ----
 
 
 @dataclass
@@ -914,13 +875,18 @@ class EnvInfo:
 # neither: -5, within reach after 5 of 50 steps on average (History/UPDATE_LOG.md, 2026-11-24).
 TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0, "FetchReach-v4": -5.0}
 
+
 # optional env families, each a module of extras/ imported on first use (env_family): id pattern ->
 # module, which makes the env (make) and registers its ids with gymnasium (register)
 ENV_FAMILIES = {r"ALE/|MinAtar/|CarRacing-": "extras.pixels",  # frames: ale-py, minatar, gymnasium's box2d
                 r"mpe2/|(simple\w*|collect_treasure)_v\d+$": "extras.teams",  # PettingZoo's particle envs (mpe2)
                 r"Fetch|HandManipulate|HandReach|PointMaze|AntMaze|Adroit|FrankaKitchen": "extras.goals",  # robotics
                 r"\w+NoVel-v\d+$": "extras.no_velocity"}  # the velocity-masked benchmark tasks
+
+
 GOAL_KEYS = {"observation", "achieved_goal", "desired_goal"}  # a goal env's Dict observation (extras.goals)
+
+
 # the entry points that the config.json of a run before 2026-11-28 records, where its family moved to extras/
 MOVED_ENTRY_POINTS = {"AgentRun:MultiAgentEnv": "extras.teams:MultiAgentEnv",
                       "AgentRun:make_no_velocity_env": "extras.no_velocity:make_no_velocity_env"}
@@ -931,68 +897,11 @@ def env_family(env_id: str):
     module = next((name for pattern, name in ENV_FAMILIES.items() if re.match(pattern, env_id)), None)
     return None if module is None else importlib.import_module(module)
 
+
 def env_name_of(env: gym.Env) -> str:
     if env.spec is not None:
         return env.spec.id
     return env.unwrapped.name if hasattr(env.unwrapped, "possible_agents") else type(env.unwrapped).__name__
-
-
-def env_to_config(env: str | gym.Env) -> str | dict:
-    """What config.json records of the env: the id, an instance's spec, or (no spec) why env_from_config refuses."""
-    if isinstance(env, str):
-        return env
-    if not isinstance(env, gym.Env):
-        return {"id": None, "class": f"{type(env).__module__}.{type(env).__qualname__}",
-                "reason": "it is a PettingZoo env instance; train with its mpe2 id (simple_spread_v3), or with "
-                          "extras.teams.make(id, **kwargs) for other settings"}
-    if env.spec is None:
-        reason = "it has no gymnasium spec (its class is not registered)"
-    else:
-        try:
-            return json.loads(env.spec.to_json())
-        except ValueError as error:  # kwargs that JSON cannot hold
-            reason = str(error)
-    return {"id": None, "class": f"{type(env.unwrapped).__module__}.{type(env.unwrapped).__qualname__}",
-            "reason": reason}
-
-
-def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs) -> str | gym.Env:
-    """The env config.json recorded: the id, or the instance remade from its id as registered here, with only kwargs
-    (render_mode etc. on top) and time limit from the file: a shared run directory must not name code to run."""
-    if isinstance(value, str):
-        if not kwargs:
-            return value
-        family = env_family(value)
-        return gym.make(value, **kwargs) if family is None else family.make(value, frame_stack, **kwargs)
-    if value["id"] is None:
-        raise RefusedError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
-                           f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
-                           f"Python with the instance: AgentRun.resume(cwd, env=<the instance>)")
-    env_id = value["id"]
-    registered = json.loads(registered_spec(env_id).to_json())
-    recorded = {"entry_point": value.get("entry_point"), "additional_wrappers": value.get("additional_wrappers") or []}
-    if recorded["entry_point"] in MOVED_ENTRY_POINTS:  # a run recorded before its family moved to extras/
-        recorded["entry_point"] = MOVED_ENTRY_POINTS[recorded["entry_point"]]
-    differ = [f"{name} {recorded[name]!r} (registered: {registered.get(name) or []!r})" for name in recorded
-              if recorded[name] != (registered.get(name) or [])]
-    if differ:
-        raise RefusedError(f"config.json records env {env_id!r} with {' and '.join(differ)}: resume and replay "
-                           f"rebuild an env from this process's registry only, so that a run directory cannot name "
-                           f"code to run; if you trust that code, register the env with it (gymnasium.register("
-                           f"{env_id!r}, entry_point=..., additional_wrappers=...)) and resume from Python, or pass "
-                           f"the instance: AgentRun.resume(cwd, env=<the instance>)")
-    return gym.make(env_id, max_episode_steps=value.get("max_episode_steps"), **(value.get("kwargs") or {}) | kwargs)
-
-
-def registered_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """env_id's spec in this process's registry, after its family (mpe2, gymnasium-robotics) registers it."""
-    family = env_family(env_id)
-    if family is not None:
-        family.register(env_id)
-    if env_id not in gym.registry:
-        raise RefusedError(f"config.json records env id {env_id!r}, which is not registered in this process; "
-                           f"register it (gymnasium.register) before resume or replay, as the run that trained did")
-    return gym.spec(env_id)
 
 
 def make_twin_env(env: str | gym.Env) -> str | gym.Env:
@@ -1279,224 +1188,280 @@ def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) ->
     return run_state
 
 
-# ---- the loops: how the roles talk ----
+# ==== the core ends here: what follows serves it (checks, plumbing) or other loops ====
 
 
-def train_and_evaluate(args: Arguments) -> dict:
-    """Train until target_return, a limit, a `stop` file or Ctrl-C, in the loop that suits; returns how it stopped."""
-    env_info = prepare_env(args.env, if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[1]
-    args.resolve(env_info)
-    world = torchrun_world()
-    if world is None:
-        args.prepare_cwd()
-        loop = train_async if args.agent.if_async else train_multiprocess if args.if_multiprocess else train_serial
-        stop_reason, step, recorder = loop(args, env_info)
-    else:
-        stop_reason, step, recorder = train_distributed(args, env_info, *world)
-        if recorder is None:  # a rank other than 0: rank 0 records and reports
-            return {"stop_reason": stop_reason, "step": step}
-    evaluator = recorder.evaluator
-    seconds = time.time() - evaluator.start_time
-    print(f"Stop: {stop_reason} at step {step} after {seconds:.1f} s; best evaluation mean "
-          f"{evaluator.best_return:.1f}; outputs in {args.cwd}; resume with python AgentRun.py resume={args.cwd}")
-    return {"stop_reason": stop_reason, "step": step, "seconds": seconds,
-            "best_return": evaluator.best_return, "if_solved": evaluator.best_return >= args.target_return}
+# ---- after the core: resolving and refusing the arguments ----
 
 
-def train_serial(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
-    """The reference loop, the three roles in one process; returns the stop reason, step and recorder."""
-    learner = Learner(args, env_info)
-    recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"])
-    learner.recorder_state = recorder.state_dict
-    explorer = Explorer(args, learner.agent, learner.step, 0, args.num_envs)
-    print_banner(args, env_info, learner.step, f"device {learner.agent.device}")
-    stop_reason = None
-    try:
-        while stop_reason is None:
-            trajectory = explorer.explore(learner.step)
-            learner.store(trajectory, args.num_envs)
-            returns = explorer.new_returns()
-            learner.episodes += len(returns)
-            recorder.keep(returns)
-            stats = learner.learn(trajectory)
-            stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
-            if stop_reason is not None:
-                recorder.finish()  # before the last checkpoint, which records the plot's name
-            learner.save_when_due(stop_reason is not None)
-    except KeyboardInterrupt:
-        recorder.finish()
-        learner.save()  # the round in flight is lost; everything before it is in the checkpoint
-        stop_reason = "Ctrl-C"
-    return stop_reason, learner.step, recorder
+ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
 
 
-# ---- the multiprocess loop: processes and queues ----
+RENAMED = {"target_step": "steps_per_round", "max_memo": "buffer_size"}  # old field -> new (2026-11-28)
 
 
-def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
-    """Explorers and a learner in processes of their own, this one records; a failed child stops the run, named."""
-    run_state = start_state(args)
-    step = run_state["step"]
-    channels, explorers, learner = build_children(args, env_info, step)
-    children = [*explorers, learner]
-    torch.set_num_threads(1)
-    recorder = Recorder(args, env_info, step, run_state["evaluator"])
-    eval_agent = build_agent(args, env_info, device="cpu")  # evaluates the learner's weights
-    state_path = os.path.join(args.cwd, RECORDER_STATE)
-    save_atomically(recorder.state_dict(), state_path)  # the resumed one, if resumed: no newer one from before
-    stop_reason = None
-    with children_started(children) as ctrl_c:
-        print_banner(args, env_info, step,
-                     "multiprocess: " + ", ".join(f"{child.name} pid {child.pid}" for child in children))
+def refuse_renamed(given: dict):
+    """Refuse a field by its old name (RENAMED), naming the new one."""
+    for old, value in given.items():
+        if value is not None:
+            raise RefusedError(f"{old}= is not accepted: it was renamed {RENAMED[old]}= (the same value); pass "
+                               f"{RENAMED[old]}={value}")
+
+
+# the agents a run takes: AgentZoo's AgentBase subclasses but the shared bases, which no task trains
+AGENT_CLASSES = {name: obj for name, obj in sorted(vars(AgentZoo).items())
+                 if isinstance(obj, type) and issubclass(obj, AgentBase)
+                 and obj not in (AgentBase, AgentZoo.AgentOffPolicy, AgentZoo.AgentOnPolicy)}
+
+
+def agent_settings(agent_class: type) -> dict:
+    """The Arguments an agent class gives defaults for: its loop settings and its hyperparameters."""
+    return agent_class.train_defaults | agent_class.hyper_defaults
+
+
+# the settings of any AgentZoo agent; Arguments.fill_defaults refuses those the chosen agent lacks
+AGENT_KNOBS = {name for cls in AGENT_CLASSES.values() for name in agent_settings(cls)} & ARGUMENT_NAMES
+
+
+def agent_for(args: Arguments, env_info: "EnvInfo") -> type:
+    """The agent class, refused (naming those that suit) for another kind of env: team, action space, images."""
+    agent_class = args.get_agent_class()
+    if agent_class.if_multi_agent != env_info.if_multi_agent:
+        suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_multi_agent == env_info.if_multi_agent
+                    and cls.if_discrete == env_info.if_discrete]
+        raise RefusedError(f"{agent_class.__name__} is a {'multi' if agent_class.if_multi_agent else 'single'}"
+                           f"-agent agent, but {env_info.env_name} is a "
+                           + (f"multi-agent env ({env_info.num_agents} agents)" if env_info.if_multi_agent else
+                            "single-agent env") + f"; use one of {', '.join(suitable)}")
+    if agent_class.if_discrete != env_info.if_discrete:
+        wanted = "Discrete" if env_info.if_discrete else "Box"
+        suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_discrete == env_info.if_discrete
+                    and cls.if_multi_agent == env_info.if_multi_agent]
+        raise RefusedError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
+                           f"action spaces, but {env_info.env_name} has a {wanted} action space; "
+                           f"use one of {', '.join(suitable)}")
+    if is_image(env_info.state_dim) and not agent_class.if_image_states:
+        suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_image_states
+                    and cls.if_discrete == env_info.if_discrete and not cls.if_multi_agent]
+        raise RefusedError(f"{agent_class.__name__} does not take image observations, but {env_info.env_name}'s "
+                           f"are images of shape {env_info.state_dim}; use one of {', '.join(suitable)}")
+    return agent_class
+
+
+def fill_defaults(args: Arguments, env_info: "EnvInfo"):
+    """Fill the None fields from the agent or the env, but if_multiprocess; refuse another agent's setting."""
+    own_settings = agent_settings(args.agent)
+    for name in sorted(AGENT_KNOBS - set(own_settings)):
+        if getattr(args, name) is not None:
+            users = ", ".join(agent for agent, cls in AGENT_CLASSES.items() if name in agent_settings(cls))
+            raise RefusedError(f"{name}={getattr(args, name)!r} is not accepted: {args.agent.__name__} has no "
+                               f"{name} (only {users} have it); {args.agent.__name__}'s own settings are "
+                               f"{', '.join(sorted(own_settings))}")
+    if args.common_reward is None and own_settings.get("common_reward") and env_info.if_multi_agent and \
+            importlib.import_module("extras.teams").is_competing_team(env_info.env_name):
+        selfish = ", ".join(name for name, cls in AGENT_CLASSES.items() if cls.if_agent_rewards)
+        raise RefusedError(f"{args.agent.__name__} learns one value of the team's common reward, the sum of every "
+                           f"agent's; the agents of {env_info.env_name} compete (adversaries against the "
+                           f"others), so that sum would train each side to help the other: pass "
+                           f"common_reward=True to learn it anyway, or use an agent that learns from each "
+                           f"agent's own reward ({selfish})")
+    if args.her_k is None and "her_k" in own_settings and not env_info.goal_dim:  # relabelling needs goals
+        args.her_k = 0
+    if args.if_noisy and args.explore_rate is None:  # NoisyNet-DQN explores without epsilon (arXiv:1706.10295)
+        args.explore_rate = 0.0
+    if args.if_multiprocess is False and args.num_workers is None:  # a serial run's one explorer (AgentApeX: 2)
+        args.num_workers = 1
+    if args.if_clip_reward is None and own_settings.get("if_clip_reward", False) is None:  # Atari's: DQN's clip
+        args.if_clip_reward = env_info.env_name.startswith("ALE/")
+    if_image_replay = args.buffer_size is None and args.agent.if_off_policy and is_image(env_info.state_dim)
+    for name, value in own_settings.items():
+        if name in ARGUMENT_NAMES and name != "if_multiprocess" and getattr(args, name) is None:
+            setattr(args, name, value)
+    if if_image_replay:  # R2D2's sequences: burn_in + seq_len states and as many bootstrap states each
+        states = 2 * (args.burn_in + args.seq_len) if args.agent.if_recurrent else 0
+        args.buffer_size = replay_capacity(env_info, own_settings["buffer_size"], states)
+    if args.target_return is None:
+        args.target_return = env_info.target_return
+    if args.cwd is None:
+        args.cwd = f"./{args.agent.__name__}_{env_info.env_name}_{args.seed}"
+
+
+def check_values(args: Arguments):
+    rules = {  # field: (test, what is accepted)
+        "num_threads": (lambda v: v > 0, "> 0"), "net_dim": (lambda v: v > 0, "> 0"),
+        "batch_size": (lambda v: v > 0, "> 0"), "learning_rate": (lambda v: v > 0, "> 0"),
+        "actor_learning_rate": (lambda v: v > 0, "> 0"), "target_kl": (lambda v: v > 0, "> 0"),
+        "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
+        "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "buffer_size": (lambda v: v > 0, "> 0"),
+        "steps_per_round": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
+        "num_envs": (lambda v: v > 0, "> 0"), "num_workers": (lambda v: v >= 1, ">= 1"),
+        "random_steps": (lambda v: v >= 0, ">= 0"),
+        "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
+        "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
+        "save_gap": (lambda v: v > 0, "> 0"),
+        "explore_rate": (lambda v: 0 <= v <= 1, "in [0, 1]"), "explore_noise": (lambda v: v >= 0, ">= 0"),
+        "noise_beta": (lambda v: v >= 0, ">= 0"), "random_beta": (lambda v: v >= 0, ">= 0"),
+        "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
+        "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+        "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
+        "seq_len": (lambda v: v >= 1, ">= 1"), "burn_in": (lambda v: v >= 0, ">= 0"),
+        "frame_stack": (lambda v: v >= 1, ">= 1"),
+        "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"),
+        "damping": (lambda v: v > 0, "> 0"), "rho_clip": (lambda v: v > 0, "> 0"),
+        "lambda_opt": (lambda v: v >= 0, ">= 0"), "lambda_nopt": (lambda v: v >= 0, ">= 0"),
+        "n_step": (lambda v: v >= 1, ">= 1"), "her_k": (lambda v: v >= 0, ">= 0"),
+        "num_atoms": (lambda v: v >= 2, ">= 2"),
+        "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
+        "v_min": (lambda v: math.isfinite(v) and v < args.v_max, f"below v_max={args.v_max}"),
+    }
+    for name, (test, accepted) in rules.items():
+        value = getattr(args, name)
+        if value is None:  # still None after the defaults: this agent does not use it (PPO: buffer_size)
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
+            raise RefusedError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
+    for field in dataclasses.fields(args):  # the fields annotated int (not float) take integers only
+        kinds, value = typing.get_args(field.type) or (field.type,), getattr(args, field.name)
+        if int in kinds and float not in kinds and value is not None and (
+                isinstance(value, bool) or not isinstance(value, int)):
+            raise RefusedError(f"{field.name}={value!r} is not accepted: {field.name} must be an integer")
+    if args.agent.if_multi_agent:  # VDN, QMIX, QTRAN, COMA: a common reward only
+        args.agent.check_common_reward(args.common_reward)
+
+
+def check_options(args: Arguments, env_info: "EnvInfo"):
+    """The checks beyond a number's range: names, packages, settings that must agree with others or the env."""
+    args.net_dims = parse_widths(args.net_dims)
+    if args.activation is not None and args.activation not in NetShape.activations:
+        raise RefusedError(f"activation={args.activation!r} is not accepted: "
+                           f"one of {', '.join(NetShape.activations)}")
+    if args.recurrent_cell is not None and args.recurrent_cell not in NetShape.cells:
+        raise RefusedError(f"recurrent_cell={args.recurrent_cell!r} is not accepted: "
+                           f"one of {', '.join(NetShape.cells)}")
+    if args.start_method not in (None, *mp.get_all_start_methods()):
+        raise RefusedError(f"start_method={args.start_method!r} is not accepted: "
+                           f"None or one of {mp.get_all_start_methods()}")
+    if args.if_tensorboard:
         try:
-            while stop_reason is None and not ctrl_c:
-                raise_if_failed(children, channels.errors)
-                report = next_report(channels.reports, learner)
-                if report is None:
-                    continue
-                step, stop_reason = report.step, report.stop_reason
-                recorder.keep(report.returns)
-                if report.weights is not None and recorder.is_due(stop_reason):  # the newest round when due; the last
-                    stop_reason = recorder.evaluate(eval_agent, step, report.episodes, report.stats,
-                                                    report.weights) or stop_reason
-                    save_atomically(recorder.state_dict(), state_path)
-            stop_reason = stop_reason or "Ctrl-C"
-        finally:
+            import torch.utils.tensorboard  # noqa: F401  (only to fail here, before anything is written)
+        except ImportError:
+            raise RefusedError("if_tensorboard=True needs the tensorboard package (pip install tensorboard); "
+                               "without it, recorder.csv and the plot hold the same numbers") from None
+    if args.env_backend not in ("gymnasium", "envpool"):
+        raise RefusedError(f"env_backend={args.env_backend!r} is not accepted: 'gymnasium' or 'envpool'")
+    if args.env_backend == "envpool":
+        importlib.import_module("extras.envpool_backend").check_arguments(args, env_info)
+    if args.her_k:
+        importlib.import_module("extras.goals").check_arguments(args, env_info)
+    if args.if_state_norm and is_image(env_info.state_dim):
+        raise RefusedError(f"if_state_norm=True is not accepted with image observations ({env_info.env_name}: "
+                           f"{env_info.state_dim}): the image encoder scales pixels inside the network; it accepts "
+                           f"flat Box observations (state_dim,); pass if_state_norm=False")
+    if_rollout_cut = args.seq_len is not None and not args.agent.if_off_policy  # R2D2's sequences overlap instead
+    if if_rollout_cut and (args.steps_per_round // args.num_envs) % args.seq_len:
+        raise RefusedError(f"seq_len={args.seq_len} is not accepted with steps_per_round={args.steps_per_round} "
+                           f"and num_envs={args.num_envs}: it must divide steps_per_round // num_envs = "
+                           f"{args.steps_per_round // args.num_envs}, the steps of each env copy's rollout, so "
+                           f"that the learning sequences are whole")
+    if args.agent.if_explorer_priorities and not args.if_per:
+        raise RefusedError(f"if_per={args.if_per} is not accepted: {args.agent.__name__}'s explorers compute the "
+                           f"priorities that its learner replays by (PrioritizedReplayBuffer); pass if_per=True or "
+                           f"leave it None, or use AgentD3QN for uniform replay")
+    if args.agent.if_off_policy and args.break_step <= args.random_steps:
+        raise RefusedError(f"break_step={args.break_step} is not accepted: {args.agent.__name__} explores at "
+                           f"random for its first random_steps={args.random_steps} steps and learns only after "
+                           f"them; pass a break_step above random_steps, or a smaller random_steps")
+
+
+def choose_loop(args: Arguments):
+    """None -> the agent's faster loop; True if num_workers > 1; refuses a serial loop the agent cannot run."""
+    if args.if_multiprocess is False and args.agent.if_async:
+        raise RefusedError(f"if_multiprocess=False is not accepted: {args.agent.__name__} learns in num_workers "
+                           f"processes of its own (train_async); pass if_multiprocess=True, or leave it None")
+    if args.if_multiprocess is False and args.num_workers > 1:
+        raise RefusedError(f"num_workers={args.num_workers} is not accepted with if_multiprocess=False: the "
+                           f"explorers are processes of a multiprocess run; pass if_multiprocess=True (or leave "
+                           f"it None), or num_workers=1")
+    if args.if_multiprocess is None:
+        args.if_multiprocess = agent_settings(args.agent).get("if_multiprocess", False)
+    args.if_multiprocess = args.if_multiprocess or args.num_workers > 1
+
+
+REPLAY_FRAME_BYTES = 8 * 2 ** 30  # what a default replay of images may hold: 8 GiB of frames
+
+
+def replay_capacity(env_info: "EnvInfo", default: int, states_per_entry: int = 0) -> int:
+    """Default replay capacity on images: the agent's, or the largest power of 2 whose frames fit
+    REPLAY_FRAME_BYTES (History/UPDATE_LOG.md, 2026-11-26 and 2026-11-27)."""
+    state = math.prod(env_info.state_dim) * env_info.state_dtype.itemsize
+    entry = states_per_entry * state if states_per_entry else state // env_info.frame_stack
+    return min(default, 2 ** int(math.log2(REPLAY_FRAME_BYTES / entry)))
+
+
+def network_shape(settings: "Arguments | dict") -> "int | NetShape":
+    """An agent's net_dim from Arguments or config.json: the int, or a NetShape where any of its fields is set."""
+    get = settings.get if isinstance(settings, dict) else lambda name: getattr(settings, name)
+    net_dim, net_dims, activation, cell = (
+        get(name) for name in ("net_dim", "net_dims", "activation", "recurrent_cell"))
+    if net_dims is None and activation is None and cell is None:
+        return net_dim
+    return NetShape(tuple(net_dims) if net_dims is not None else (net_dim, net_dim),
+                    activation or "relu", cell or "lstm")
+
+
+def parse_overrides(argv: list[str]) -> dict:
+    """['key=value', ...] -> {key: value typed as its Arguments field}; refuses unknown keys and bad values."""
+    fields = {f.name: f for f in dataclasses.fields(Arguments)}
+    overrides = {}
+    for item in argv:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise RefusedError(f"expected key=value, got {item!r}; keys: {', '.join(fields)}")
+        if key in RENAMED:
+            refuse_renamed({key: text})
+        if key not in fields:
+            raise RefusedError(f"unknown key {key!r}; Arguments has {', '.join(fields)}")
+        types = typing.get_args(fields[key].type) or (fields[key].type,)
+        overrides[key] = parse_value(key, text, types)
+    return overrides
+
+
+def parse_widths(net_dims: tuple | list | str | None) -> tuple[int, ...] | None:
+    """net_dims as a tuple of positive ints, from "400,300" or "400x300", a list (config.json) or a tuple."""
+    if net_dims is None:
+        return None
+    parts = re.split(r"[,x]", net_dims) if isinstance(net_dims, str) else list(net_dims)
+    try:
+        widths = tuple(int(part) for part in parts)
+    except (TypeError, ValueError):
+        widths = ()
+    if not widths or any(width <= 0 for width in widths) or any(isinstance(part, (bool, float)) for part in parts):
+        raise RefusedError(f"net_dims={net_dims!r} is not accepted: the hidden layers' widths, positive integers, e.g. "
+                           f"net_dims=400,300 (or 400x300)")
+    return widths
+
+
+def parse_value(key: str, text: str, types: tuple) -> typing.Any:
+    if text == "None" and type(None) in types:
+        return None
+    if bool in types:
+        if text in ("True", "true", "1"):
+            return True
+        if text in ("False", "false", "0"):
+            return False
+        raise RefusedError(f"{key}={text!r} is not accepted: {key} takes True or False")
+    for kind in (int, float):
+        if kind in types:
             try:
-                recorder.finish()
-                save_atomically(recorder.state_dict(), state_path)  # for the learner's final checkpoint
-            finally:
-                terminated = stop_children(children, channels)
-    raise_if_failed([child for child in children if child not in terminated], channels.errors)
-    if learner in terminated:  # the explorers have nothing to save; the learner had
-        raise RuntimeError(f"the learner did not leave within {CHILD_EXIT_SECONDS} s of the stop ({stop_reason}) and "
-                           f"was terminated before it finished its final checkpoint: that checkpoint is lost, and "
-                           f"resume continues from the last periodic one (written every save_gap={args.save_gap} s)")
-    return stop_reason, step, recorder
+                return kind(text)
+            except ValueError:
+                raise RefusedError(f"{key}={text!r} is not accepted: {key} takes "
+                                   f"{'an integer' if kind is int else 'a number'}"
+                                   f"{' or None' if type(None) in types else ''}") from None
+    return text
 
 
-CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
-
-
-# The recorder's state, which the learner copies into each checkpoint: a file, not a queue, since a
-# process killed while writing to a pipe leaves half an item that its reader waits on forever.
-RECORDER_STATE = "recorder_state.pt"
-
-
-class Channels(typing.NamedTuple):
-    """What a multiprocess run's processes share. Each queue of one item holds the newest (put_newest);
-    items stay small (CPU tensors go as handles to shared memory), so each is written to the pipe whole."""
-    stop: typing.Any  # an Event: the run is stopping
-    errors: typing.Any  # a Queue of (child name, traceback) from children that raised
-    weights: tuple  # learner -> each explorer (a Queue each): a CPU copy of the newest actor
-    trajectories: tuple  # each explorer (a Queue each) -> learner: (trajectory, returns of the episodes it ended)
-    reports: typing.Any  # learner -> recorder: the newest LearnerReport
-
-
-class LearnerReport(typing.NamedTuple):
-    """What the learner sends the recorder after each round of a multiprocess run (the newest replaces the last)."""
-    step: int  # environment steps taken, all sessions of the run
-    episodes: int  # exploration episodes finished, all sessions
-    returns: list  # the returns of the episodes of the rounds since the recorder's last read (put_report)
-    stats: dict | None  # the round's update_net stats; None before learning starts
-    weights: dict | None  # a CPU copy of the actor to evaluate; None before learning starts (nothing to evaluate)
-    stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
-
-
-def build_children(args: Arguments, env_info: EnvInfo, step: int) -> tuple[Channels, list, typing.Any]:
-    """The channels, the explorer processes and the learner process of a run at `step`, not started yet."""
-    ctx = mp.get_context(start_method_for(args.start_method))
-    one_per_worker = lambda: tuple(ctx.Queue(1) for _ in range(args.num_workers))
-    channels = Channels(ctx.Event(), ctx.Queue(), one_per_worker(), one_per_worker(), ctx.Queue(1))
-    names = ["explorer"] if args.num_workers == 1 else [f"explorer {worker}" for worker in range(args.num_workers)]
-    explorers = [ctx.Process(target=run_child, name=name, daemon=True,
-                             args=(explorer_process, channels, args, env_info, step, worker))
-                 for worker, name in enumerate(names)]
-    learner = ctx.Process(target=run_child, name="learner", daemon=True,
-                          args=(learner_process, channels, args, env_info))
-    return channels, explorers, learner
-
-
-# steps of each env between an off-policy explorer's looks for newer weights (within a round too: fresher weights)
-REFRESH_STEPS = 32
-
-
-def explorer_process(channels: Channels, args: Arguments, env_info: "EnvInfo", start_step: int, worker: int):
-    """Off-policy: take the newest weights every REFRESH_STEPS steps without waiting. On-policy: wait for the weights
-    trained on the last round, so each is learned from the policy that acted (History/UPDATE_LOG.md, 2026-11-26)."""
-    explorer = Explorer.in_process(args, env_info, start_step, worker, args.num_envs * args.num_workers)
-    weights_queue, trajectories = channels.weights[worker], channels.trajectories[worker]
-    trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
-    if_wait = not args.agent.if_off_policy  # for the weights trained on its last rollout
-    chunk_steps = explorer.horizon if if_wait else REFRESH_STEPS
-    weights = get_until_stopped(weights_queue, channels.stop)
-    if weights is None:
-        return
-    explorer.refresh(weights)
-    step = start_step  # of all the workers, which explore in step (a round is one of each)
-    while True:
-        chunks = []
-        for chunk_start in range(0, explorer.horizon, chunk_steps):
-            steps = min(chunk_steps, explorer.horizon - chunk_start)
-            chunks.append(explorer.explore(step, steps))
-            step += steps * args.num_envs * args.num_workers
-            weights = None if if_wait else receive(weights_queue, channels.stop)  # the newest, if any came since
-            if weights is not None:
-                explorer.refresh(weights)
-        trajectory = tuple(torch.cat(parts) for parts in zip(*chunks))  # the chunks one after another along the steps
-        if (not put_until_stopped(trajectories, (trajectory, explorer.new_returns()), channels.stop)
-                or is_stopping(channels.stop)):
-            break
-        if if_wait:
-            weights = get_until_stopped(weights_queue, channels.stop)
-            if weights is None:
-                break
-            explorer.refresh(weights)
-
-
-def merge_trajectories(trajectories: list[tuple[torch.Tensor, ...]], if_off_policy: bool, num_envs: int
-                       ) -> tuple[torch.Tensor, ...]:
-    """One round's worker trajectories as one vector env's of num_envs * num_workers copies, worker
-    by worker: on-policy (T, N, ...) along N; off-policy (T * N, ...) in step-then-env order."""
-    if len(trajectories) == 1:
-        return trajectories[0]
-    if not if_off_policy:
-        return tuple(torch.cat(parts, dim=1) for parts in zip(*trajectories))
-    return tuple(torch.cat([part.unflatten(0, (-1, num_envs)) for part in parts], dim=1).flatten(0, 1)
-                 for parts in zip(*trajectories))
-
-
-def learner_process(channels: Channels, args: Arguments, env_info: "EnvInfo"):
-    """A multiprocess run's learner: learns each round, sends weights and reports, writes every checkpoint."""
-    learner = Learner(args, env_info)
-    learner.recorder_state = lambda: load_weights(os.path.join(args.cwd, RECORDER_STATE), "cpu")
-    start_time = time.time() - (learner.run_state["evaluator"] or {"seconds": 0.0})["seconds"]  # of all sessions
-    print(f"learner: device {learner.agent.device}" + (f", resumed at step {learner.step}" if args.if_resume else ""),
-          flush=True)
-    for weights_queue in channels.weights:
-        weights_queue.cancel_join_thread()  # stale weights left unread by a stopped explorer may be dropped
-        put_newest(weights_queue, cpu_state_dict(learner.agent.act))
-    stop_reason = None
-    while stop_reason is None:
-        items = [get_until_stopped(trajectories, channels.stop) for trajectories in channels.trajectories]
-        if None in items:
-            break
-        trajectory = merge_trajectories([item[0] for item in items], args.agent.if_off_policy, args.num_envs)
-        returns = [value for item in items for value in item[1]]
-        learner.store(trajectory, args.num_envs * args.num_workers)
-        learner.episodes += len(returns)
-        stats = learner.learn(trajectory)
-        weights = None if stats is None else cpu_state_dict(learner.agent.act)  # the explorers take the statistics too
-        for weights_queue in channels.weights if weights is not None else ():
-            put_newest(weights_queue, weights)
-        stop_reason = round_stop_reason(args, learner.step, start_time)
-        put_report(channels.reports,
-                   LearnerReport(learner.step, learner.episodes, returns, stats, weights, stop_reason))
-        learner.save_when_due(False)
-    while not is_stopping(channels.stop):  # the recorder evaluates the last weights, then stops the run
-        time.sleep(0.05)
-    if mp.parent_process().is_alive():  # a killed run keeps its last periodic checkpoint, as a serial one does
-        learner.save()
+# ---- the processes' plumbing: start, stop, queues that a stop cannot block ----
 
 
 def put_report(q, report: LearnerReport):
@@ -1647,6 +1612,67 @@ def put_until_stopped(q, item, stop_event) -> bool:
         except queue.Full:
             continue
     return False
+
+
+# ---- a run's env in config.json, and back ----
+
+
+def env_to_config(env: str | gym.Env) -> str | dict:
+    """What config.json records of the env: the id, an instance's spec, or (no spec) why env_from_config refuses."""
+    if isinstance(env, str):
+        return env
+    if not isinstance(env, gym.Env):
+        return {"id": None, "class": f"{type(env).__module__}.{type(env).__qualname__}",
+                "reason": "it is a PettingZoo env instance; train with its mpe2 id (simple_spread_v3), or with "
+                          "extras.teams.make(id, **kwargs) for other settings"}
+    if env.spec is None:
+        reason = "it has no gymnasium spec (its class is not registered)"
+    else:
+        try:
+            return json.loads(env.spec.to_json())
+        except ValueError as error:  # kwargs that JSON cannot hold
+            reason = str(error)
+    return {"id": None, "class": f"{type(env.unwrapped).__module__}.{type(env.unwrapped).__qualname__}",
+            "reason": reason}
+
+
+def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs) -> str | gym.Env:
+    """The env config.json recorded: the id, or the instance remade from its id as registered here, with only kwargs
+    (render_mode etc. on top) and time limit from the file: a shared run directory must not name code to run."""
+    if isinstance(value, str):
+        if not kwargs:
+            return value
+        family = env_family(value)
+        return gym.make(value, **kwargs) if family is None else family.make(value, frame_stack, **kwargs)
+    if value["id"] is None:
+        raise RefusedError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
+                           f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
+                           f"Python with the instance: AgentRun.resume(cwd, env=<the instance>)")
+    env_id = value["id"]
+    registered = json.loads(registered_spec(env_id).to_json())
+    recorded = {"entry_point": value.get("entry_point"), "additional_wrappers": value.get("additional_wrappers") or []}
+    if recorded["entry_point"] in MOVED_ENTRY_POINTS:  # a run recorded before its family moved to extras/
+        recorded["entry_point"] = MOVED_ENTRY_POINTS[recorded["entry_point"]]
+    differ = [f"{name} {recorded[name]!r} (registered: {registered.get(name) or []!r})" for name in recorded
+              if recorded[name] != (registered.get(name) or [])]
+    if differ:
+        raise RefusedError(f"config.json records env {env_id!r} with {' and '.join(differ)}: resume and replay "
+                           f"rebuild an env from this process's registry only, so that a run directory cannot name "
+                           f"code to run; if you trust that code, register the env with it (gymnasium.register("
+                           f"{env_id!r}, entry_point=..., additional_wrappers=...)) and resume from Python, or pass "
+                           f"the instance: AgentRun.resume(cwd, env=<the instance>)")
+    return gym.make(env_id, max_episode_steps=value.get("max_episode_steps"), **(value.get("kwargs") or {}) | kwargs)
+
+
+def registered_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """env_id's spec in this process's registry, after its family (mpe2, gymnasium-robotics) registers it."""
+    family = env_family(env_id)
+    if family is not None:
+        family.register(env_id)
+    if env_id not in gym.registry:
+        raise RefusedError(f"config.json records env id {env_id!r}, which is not registered in this process; "
+                           f"register it (gymnasium.register) before resume or replay, as the run that trained did")
+    return gym.spec(env_id)
 
 
 # ---- the asynchronous loop (A3C): shared memory ----
