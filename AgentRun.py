@@ -200,7 +200,7 @@ class Arguments:
 
 def train_and_evaluate(args: Arguments) -> dict:
     """Train until target_return, a limit, a `stop` file or Ctrl-C, in the loop that suits; returns how it stopped."""
-    env_info = prepare_env(args.env, if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[1]
+    env_info = make_env(args.env, if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[1]
     args.resolve(env_info)
     world = torchrun_world()
     if world is None:
@@ -256,7 +256,7 @@ class Explorer:
     def __init__(self, args: Arguments, agent: AgentBase, step: int, index: int, env_copies: int):
         """The explorer `index` of those whose env_copies env copies take steps_per_round steps a round together."""
         self.args, self.agent, self.episodes_seen = args, agent, 0
-        self.env = build_explore_env(args)
+        self.env = make_explore_env(args)
         self.horizon = max(1, args.steps_per_round // env_copies)
         # seeded after earlier explorers' copies, as a vector env's; a resume starts new episodes (env state is lost)
         agent.last_state = self.env.reset(seed=args.seed + step + index * args.num_envs)[0]
@@ -285,7 +285,7 @@ class Explorer:
         self.agent.act.load_state_dict(weights)
 
     def new_returns(self) -> list[float]:
-        """Returns of the episodes ended since the last call (build_explore_env keeps all of a round's)."""
+        """Returns of the episodes ended since the last call (make_explore_env keeps all of a round's)."""
         count = episode_count(self.env)
         new, self.episodes_seen = count - self.episodes_seen, count
         return [float(value) for value in list(self.env.return_queue)[-new:]] if new else []
@@ -444,7 +444,7 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
     if args.agent.if_off_policy:
         sizes = (args.buffer_size, env_info.state_dim, env_info.action_dim, env_info.if_discrete, device)
         if args.her_k:  # relabelled rewards come from the learner's own copy of the env
-            feedback = prepare_env(make_twin_env(args.env))[0].get_wrapper_attr("feedback")
+            feedback = make_env(make_twin_env(args.env))[0].get_wrapper_attr("feedback")
             return HindsightReplayBuffer(*sizes, goal_dim=env_info.goal_dim, feedback=feedback, her_k=args.her_k,
                                          num_envs=args.num_envs * args.num_workers,  # a round's env copies
                                          reward_scale=args.reward_scale, gamma=args.gamma)
@@ -649,7 +649,7 @@ def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = No
 
 def build_evaluator(args: Arguments, env_info: "EnvInfo", step: int, state: dict | None) -> Evaluator:
     """An Evaluator whose envs are seeded after every explorer's env copies; restores a resumed run's state."""
-    eval_envs = [prepare_env(make_twin_env(args.env), if_action_mask=bool(args.if_action_mask),
+    eval_envs = [make_env(make_twin_env(args.env), if_action_mask=bool(args.if_action_mask),
                              frame_stack=args.frame_stack)[0] for _ in range(args.eval_times)]
     world = torchrun_world()
     explore_copies = args.num_envs * args.num_workers * (1 if world is None else world[1])
@@ -922,7 +922,7 @@ def as_gymnasium(env):
     return importlib.import_module("extras.teams").MultiAgentEnv(parallel_env=env)
 
 
-def prepare_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False,
+def make_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False,
                 frame_stack: int | None = None) -> tuple[gym.Env, EnvInfo]:
     """Make the env, check its spaces, flatten structured observations, take Box actions in [-1, 1] (agent_actions)."""
     if isinstance(env, str):
@@ -1063,20 +1063,21 @@ def has_time_limit(env: gym.Env) -> bool:
     return getattr(env, "max_cycles", None) is not None
 
 
-def build_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False, returns_kept: int = 100,
-              if_action_mask: bool = False, frame_stack: int | None = None) -> tuple[gym.Env, EnvInfo]:
+def make_vector_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False,
+                    returns_kept: int = 100, if_action_mask: bool = False, frame_stack: int | None = None
+                    ) -> tuple[gym.Env, EnvInfo]:
     """A prepared env and its EnvInfo; with num_envs a vector env (same-step autoreset); keeps returns_kept returns."""
-    single, env_info = prepare_env(env, if_record_ends, if_action_mask, frame_stack)
+    single, env_info = make_env(env, if_record_ends, if_action_mask, frame_stack)
     if num_envs is None:
         return gym.wrappers.RecordEpisodeStatistics(single, buffer_length=returns_kept), env_info
-    copies = [single] + [prepare_env(make_twin_env(env), if_record_ends, if_action_mask, frame_stack)[0]
+    copies = [single] + [make_env(make_twin_env(env), if_record_ends, if_action_mask, frame_stack)[0]
                          for _ in range(num_envs - 1)]
     vector_env = gym.vector.SyncVectorEnv([lambda one=one: one for one in copies],
                                           autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(vector_env, buffer_length=returns_kept), env_info
 
 
-def build_explore_env(args: "Arguments") -> gym.Env:
+def make_explore_env(args: "Arguments") -> gym.Env:
     """The explorer's env: plain for off-policy with num_envs=1 (cheapest), else vector; keeps a round's returns."""
     if args.env_backend == "envpool":
         env = importlib.import_module("extras.envpool_backend").EnvPoolVectorEnv(args.env, args.num_envs)
@@ -1084,7 +1085,7 @@ def build_explore_env(args: "Arguments") -> gym.Env:
             env = gym.wrappers.vector.RescaleAction(env, np.float32(-1), np.float32(1))  # as agent_actions does
         return gym.wrappers.vector.RecordEpisodeStatistics(env, buffer_length=max(100, args.steps_per_round))
     if_plain = args.agent.if_off_policy and not args.agent.if_recurrent and args.num_envs == 1
-    return build_env(args.env, None if if_plain else args.num_envs,
+    return make_vector_env(args.env, None if if_plain else args.num_envs,
                      if_record_ends=bool(args.her_k), returns_kept=max(100, args.steps_per_round),
                      if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[0]
 

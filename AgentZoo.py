@@ -1537,7 +1537,7 @@ class AgentOnPolicy(AgentBase):
                           if_clip_reward=None)  # the rewards' signs (learned_reward); None: on ALE/ ids
     criterion = nn.MSELoss()  # regression loss of the critic onto the GAE returns
     max_grad_norm = 0.5  # gradient-norm clip of every step, as the PPO code behind the paper's results
-    target_kl = None  # PPO's early stop of a round's epochs (update_minibatches); a PPO-family hyperparameter
+    target_kl = None  # PPO's early stop of a round's epochs (AgentA2C.update_net); a PPO-family hyperparameter
     explained_variance = math.nan  # of the last rollout's returns by the critic (get_rollout_batch)
 
     def explore_action(self, state: torch.Tensor) -> torch.Tensor:
@@ -1666,13 +1666,10 @@ class AgentA2C(AgentOnPolicy):
 
     def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
                    ) -> dict[str, float]:
-        """One step on the whole rollout, whatever batch_size and repeat_times say (a second would be off-policy)."""
-        return self.update_minibatches(buffer, buffer.add_size, 1)
-
-    def update_minibatches(self, buffer: RolloutBuffer, batch_size: int, epochs: float) -> dict[str, float]:
-        """round(epochs) epochs of minibatches, critic then actor, stopped once the approximate KL to the acting policy
-        passes target_kl (Spinning Up's PPO; a host sync per minibatch). Returns the objectives, each get_step_stats
-        value at the first minibatch (<name>_start) and its mean, and with target_kl epochs_done."""
+        """round(epochs) epochs of minibatches (minibatch_plan), critic then actor, stopped once the approximate KL to
+        the acting policy passes target_kl (Spinning Up's PPO; a host sync per minibatch). Returns the objectives, each
+        get_step_stats value at the first minibatch (<name>_start) and its mean, and with target_kl epochs_done."""
+        batch_size, epochs = self.minibatch_plan(buffer, batch_size, repeat_times)
         rollout = self.get_rollout_batch(buffer)
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         sum_step_stats, first_step_stats, update_times = {}, {}, 0
@@ -1695,9 +1692,14 @@ class AgentA2C(AgentOnPolicy):
             stats["epochs_done"] = update_times * batch_size / rollout[0].shape[0]
         return stats | self.extra_stats()
 
+    def minibatch_plan(self, buffer: RolloutBuffer, batch_size: int | None, repeat_times: float | None
+                       ) -> tuple[int, float]:
+        """One step on the whole rollout, whatever batch_size and repeat_times say (a second would be off-policy)."""
+        return buffer.add_size, 1
+
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
                        ) -> dict[str, torch.Tensor]:
-        """Policy values before each actor step, () tensors by name, for update_minibatches (PPO's); none here."""
+        """Policy values before each actor step, () tensors by name, for update_net (PPO's); none here."""
         return {}
 
 
@@ -1715,9 +1717,9 @@ class AgentPPO(AgentA2C):
     hyper_defaults = AgentA2C.hyper_defaults | dict(ratio_clip=0.2,  # the policy ratio is clipped to 1 +- ratio_clip
                                                     target_kl=None)  # stop a round's epochs past this KL; None: never
 
-    def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
-        """repeat_times epochs over the rollout in minibatches of batch_size (update_minibatches)."""
-        return self.update_minibatches(buffer, batch_size, repeat_times)
+    def minibatch_plan(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> tuple[int, float]:
+        """repeat_times epochs over the rollout in minibatches of batch_size."""
+        return batch_size, repeat_times
 
     @torch.no_grad()
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
@@ -1825,9 +1827,10 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
     def end_step(self, done: np.ndarray):
         self.episode_start = torch.as_tensor(done, dtype=torch.float32, device=self.device)
 
-    def update_net(self, buffer: RecurrentRolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
+    def minibatch_plan(self, buffer: RecurrentRolloutBuffer, batch_size: int, repeat_times: float
+                       ) -> tuple[int, float]:
         """repeat_times epochs over the rollout's sequences, batch_size // seq_len (at least one) per minibatch."""
-        return self.update_minibatches(buffer, max(1, batch_size // self.seq_len), repeat_times)
+        return max(1, batch_size // self.seq_len), repeat_times
 
     @torch.no_grad()
     def get_rollout_batch(self, buffer: RecurrentRolloutBuffer) -> tuple[torch.Tensor, ...]:

@@ -33,7 +33,7 @@ import torch
 from time_to_target import ROOT, STOP_LINE, git_commit
 
 sys.path.insert(0, ROOT)
-from AgentRun import find_checkpoint, prepare_env, saved_agent  # noqa: E402
+from AgentRun import find_checkpoint, make_env, saved_agent  # noqa: E402
 from extras.tools import read_run  # noqa: E402
 from AgentZoo import AgentBase, load_weights  # noqa: E402
 
@@ -57,7 +57,7 @@ def train(agent: str, env: str, seed: int, break_step: int, cwd: str) -> float:
 def load_team(cwd: str, actor: str) -> AgentBase:
     """The team trained in cwd, on the CPU, acting with its last or its best actor (weights_only loads)."""
     config = read_run(cwd, "competitive.py")
-    team = saved_agent(cwd, config, prepare_env(config["env"])[1], device="cpu")  # actor.pt, the best
+    team = saved_agent(cwd, config, make_env(config["env"])[1], device="cpu")  # actor.pt, the best
     if actor == "last":
         team.act.load_state_dict(load_weights(os.path.join(find_checkpoint(cwd), "act.pt"), team.device))
     return team
@@ -125,7 +125,7 @@ def main(argv: list[str]):
     env = options.get("env", "simple_adversary_v3")
     break_step, episodes = int(options.get("break_step", 100_000)), int(options.get("episodes", 100))
     seeds = [int(seed) for seed in options.get("seeds", "0,1,2,3,4").split(",")]
-    envs = [prepare_env(env)[0] for _ in range(episodes)]
+    envs = [make_env(env)[0] for _ in range(episodes)]
     if_adversary = np.array([name.startswith("adversary") for name in envs[0].unwrapped.possible_agents])
     commit, rows = git_commit(), []
     for seed in seeds:

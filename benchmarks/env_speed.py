@@ -1,5 +1,5 @@
 """Env steps per second on one core (issues 42 and 45): gymnasium's vector env as our explorer builds it
-(AgentRun.build_env: the same wrappers, autoreset in the same step) against EnvPool's C++ vector env (`pip install
+(AgentRun.make_vector_env: the same wrappers, autoreset in the same step) against EnvPool's C++ vector env (`pip install
 envpool`, an optional package) of the same task id and version, both stepping `num_envs` copies with uniform random
 actions for `seconds` each, EnvPool on one thread. Beside each rate, whether the two are the same task: the random
 policy's mean episode return and length over the episodes each finished (alone where EnvPool lacks the task).
@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from AgentRun import build_env  # noqa: E402
+from AgentRun import make_vector_env  # noqa: E402
 from extras.pixels import ATARI_MAX_FRAMES  # noqa: E402
 
 ENVPOOL_SETTINGS = {"ALE/Pong-v5": ("Pong-v5", dict(img_height=84, img_width=84, stack_num=4, gray_scale=True,
@@ -71,7 +71,7 @@ def main(argv: list[str]):
     print(f"| env | backend | copies | steps/s | episodes | random policy's mean return | mean length |")
     print("|---|---|---|---|---|---|---|")
     for env_id in options.get("envs", "LunarLanderContinuous-v3,HalfCheetah-v5,ALE/Pong-v5").split(","):
-        ours = build_env(env_id, num_envs)[0]
+        ours = make_vector_env(env_id, num_envs)[0]
         backends = [("gymnasium", ours, ours.single_action_space, False)]
         pool_id, settings = ENVPOOL_SETTINGS.get(env_id, (env_id, {}))
         if pool_id in envpool.list_all_envs():  # (MinAtar's games are not: their rows are the random policy's returns)

@@ -28,7 +28,7 @@ from sb3_contrib.common.maskable.evaluation import evaluate_policy as evaluate_m
 from sb3_contrib.common.wrappers import ActionMasker
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from AgentRun import TARGET_RETURN_WITHOUT_THRESHOLD, Arguments, Evaluator, env_family, prepare_env  # noqa: E402
+from AgentRun import TARGET_RETURN_WITHOUT_THRESHOLD, Arguments, Evaluator, env_family, make_env  # noqa: E402
 from extras import goals  # noqa: E402
 from extras.no_velocity import NO_VELOCITY  # noqa: E402
 from extras.pixels import ActionRepeat  # noqa: E402
@@ -245,7 +245,7 @@ def main(argv: list[str]):
     # pixels: the GPU where there is one, as our learner (AgentRun.build_agent); else the CPU, as ours
     model = ALGOS[algo](policy, env, seed=seed, device="auto" if if_pixels else "cpu", verbose=0, **kwargs)
     # ours: the spec's reward_threshold, else AgentRun's table, else none (+inf: MuJoCo's Walker2d-v5)
-    target = float(options["target"]) if "target" in options else TARGETS.get(env_id, prepare_env(env_id)[1].target_return)
+    target = float(options["target"]) if "target" in options else TARGETS.get(env_id, make_env(env_id)[1].target_return)
     callback = TimeToTarget(eval_env, target, eval_gap, max_time)
     model.learn(total_timesteps=n_timesteps or 10 ** 9, callback=callback)
     reason = callback.reason or f"reached the zoo's n_timesteps {n_timesteps}"

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import AgentRun  # noqa: E402
 import AgentZoo  # noqa: E402
 import env_speed  # noqa: E402  (benchmarks/, this script's folder)
-from AgentRun import Arguments, Evaluator, Explorer, Learner, build_env, prepare_env, train_and_evaluate  # noqa: E402
+from AgentRun import Arguments, Evaluator, Explorer, Learner, make_vector_env, train_and_evaluate  # noqa: E402
 
 PARTS = ("env step", "acting", "store", "updates", "evaluation", "checkpoints")
 
@@ -57,13 +57,13 @@ class Timers:
 def profiled_run(args: Arguments) -> tuple[dict, Timers, collections.Counter, list]:
     """The run with its parts timed; also the gradient steps per optimizer, and the learner's agent."""
     timers, steps_per_optimizer, agents = Timers(), collections.Counter(), []
-    build_explore_env = AgentRun.build_explore_env
+    make_explore_env = AgentRun.make_explore_env
 
     def timed_explore_env(run_args):  # the explorer's env, its step timed
-        env = build_explore_env(run_args)
+        env = make_explore_env(run_args)
         timers.wrap(env, "step", "env step")
         return env
-    AgentRun.build_explore_env = timed_explore_env
+    AgentRun.make_explore_env = timed_explore_env
     for owner, name, part in ((Explorer, "explore", "exploring"), (Learner, "store", "store"),
                               (Learner, "learn", "updates"), (Evaluator, "evaluate_and_save", "evaluation"),
                               (Learner, "save", "checkpoints")):
@@ -90,7 +90,7 @@ def profiled_run(args: Arguments) -> tuple[dict, Timers, collections.Counter, li
 def env_floor(env_id: str, num_envs: int, seconds: float) -> float:
     """The env's steps per second on one core: num_envs copies in the explorer's vector env, random actions
     (env_speed.run; a plain explorer's env of one copy steps a little faster than a vector env of one)."""
-    env = build_env(env_id, num_envs)[0]
+    env = make_vector_env(env_id, num_envs)[0]
     return env_speed.run(env, env.single_action_space, num_envs, seconds, if_envpool=False)["steps/s"]
 
 

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from AgentRun import Arguments, Explorer, Learner, parse_overrides, prepare_env  # noqa: E402
+from AgentRun import Arguments, Explorer, Learner, parse_overrides, make_env  # noqa: E402
 
 PAIRS = {"PPO": ("PendulumNoVel-v1", "AgentRecurrentPPO", "AgentPPO"),
          "DiscretePPO": ("CartPoleNoVel-v1", "AgentDiscreteRecurrentPPO", "AgentDiscretePPO"),
@@ -29,7 +29,7 @@ PAIRS = {"PPO": ("PendulumNoVel-v1", "AgentRecurrentPPO", "AgentPPO"),
 def update_cost(agent: str, env: str, seconds: float, settings: tuple[str, ...] = ()) -> str:
     with tempfile.TemporaryDirectory() as cwd:
         args = Arguments(agent=agent, env=env, cwd=cwd, if_multiprocess=False, **parse_overrides(list(settings)))
-        env_info = prepare_env(env)[1]
+        env_info = make_env(env)[1]
         args.resolve(env_info)
         learner = Learner(args, env_info, if_restore=False)
         explorer = Explorer(args, learner.agent, 0, 0, args.num_envs)

@@ -88,7 +88,7 @@ PIXEL_MAKERS = {"ALE/": make_atari_env, "MinAtar/": make_minatar_env, "CarRacing
 
 
 def make(env_id: str, frame_stack: int | None = None, **kwargs) -> gym.Env:
-    """The env of an id that PIXEL_MAKERS has a maker for; frame_stack (ALE/ ids only, prepare_env) where it is set."""
+    """The env of an id that PIXEL_MAKERS has a maker for; frame_stack (ALE/ ids only, make_env) where it is set."""
     stack = {} if frame_stack is None else {"frame_stack": frame_stack}
     return next(maker for prefix, maker in PIXEL_MAKERS.items() if env_id.startswith(prefix))(env_id, **stack, **kwargs)
 

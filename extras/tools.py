@@ -19,7 +19,7 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 import AgentRun
 from AgentNet import is_image
 from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, EnvInfo, MissingRunError, agent_settings, build_agent,
-                      env_from_config, parse_overrides, prepare_env, run_episodes)
+                      env_from_config, parse_overrides, make_env, run_episodes)
 from AgentZoo import AgentBase, RefusedError, load_weights
 
 
@@ -62,7 +62,7 @@ def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, re
         raise RefusedError(f"episodes={episodes} is not accepted: episodes must be an integer > 0")
     config = read_run(cwd, "replay")
     try:  # the first episode is shown
-        prepared = [prepare_env(env_from_config(config["env"], config.get("frame_stack"),
+        prepared = [make_env(env_from_config(config["env"], config.get("frame_stack"),
                                                 render_mode=REPLAY_RENDERS[render] if i == 0 else None),
                                 if_action_mask=bool(config.get("if_action_mask")))
                     for i in range(episodes or config["eval_times"])]
@@ -110,7 +110,7 @@ def export(cwd: str) -> dict[str, str]:
     is deprecated in torch but loads there) and, where the onnx package is installed, cwd/actor.onnx. Returns the
     paths by format."""
     config = read_run(cwd, "export")
-    env_info = prepare_env(env_from_config(config["env"]), if_action_mask=bool(config.get("if_action_mask")),
+    env_info = make_env(env_from_config(config["env"]), if_action_mask=bool(config.get("if_action_mask")),
                            frame_stack=config.get("frame_stack"))[1]
     policy = saved_agent(cwd, config, env_info, device="cpu").policy_module().eval()
     shape = env_info.state_dim if is_image(env_info.state_dim) else (env_info.state_dim * env_info.num_agents,)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, RefusedError, prepare_env, train_and_evaluate
+from AgentRun import Arguments, RefusedError, make_env, train_and_evaluate
 from extras.tools import export, replay
 from AgentZoo import AgentC51, AgentDiscretePPO, AgentDiscreteSAC, AgentDoubleDQN, AgentDQN, AgentRainbow
 from envs import MaskedEnv
@@ -38,7 +38,7 @@ def test_masked_actions_are_never_taken_while_exploring_or_evaluating(tmp_path, 
 
 def test_the_mask_ends_the_state_from_info_or_from_a_dict_observation():
     for if_dict in (False, True):
-        env, info = prepare_env(masked_env(if_dict), if_action_mask=True)
+        env, info = make_env(masked_env(if_dict), if_action_mask=True)
         state = env.reset(seed=0)[0]
         assert info.state_dim == 2 + 4 and state.shape == (6,) and state.dtype == np.float32
         np.testing.assert_array_equal(state[-4:], [1, 1, 0, 0])
@@ -113,7 +113,7 @@ def test_an_exported_masked_policy_acts_on_legal_actions_without_the_library(tmp
     train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="Taxi-v4", if_action_mask=True, break_step=512,
                                  eval_times=1, cwd=cwd))
     path = export(cwd)["torchscript"]
-    env = prepare_env("Taxi-v4", if_action_mask=True)[0]
+    env = make_env("Taxi-v4", if_action_mask=True)[0]
     states = np.stack([env.reset(seed=seed)[0] for seed in range(32)])
     np.save(tmp_path / "states.npy", states)
     code = (f"import numpy, torch; policy = torch.jit.load({path!r}); "
@@ -131,14 +131,14 @@ def test_a_masked_run_replays_with_the_mask_once(tmp_path):
     assert result["avg_length"] > 0 and np.isfinite(result["avg_return"])
 
 
-@pytest.mark.parametrize("make_env, agent, message", [
+@pytest.mark.parametrize("env_of, agent, message", [
     (lambda: "CartPole-v1", "AgentDQN", "gave no info\\['action_mask'\\]"),
     (lambda: "Pendulum-v1", "AgentSAC", "masks of legal actions are for Discrete action spaces"),
     (lambda: masked_env(), "AgentACER", "AgentACER has no if_action_mask"),
 ])
-def test_masks_are_refused_where_there_are_none_or_the_agent_takes_none(tmp_path, make_env, agent, message):
+def test_masks_are_refused_where_there_are_none_or_the_agent_takes_none(tmp_path, env_of, agent, message):
     with pytest.raises(RefusedError, match=message):
-        train_and_evaluate(Arguments(agent=agent, env=make_env(), if_action_mask=True, break_step=600,
+        train_and_evaluate(Arguments(agent=agent, env=env_of(), if_action_mask=True, break_step=600,
                                      cwd=str(tmp_path / "run")))
 
 
@@ -149,7 +149,7 @@ class WrongMaskEnv(MaskedEnv):
 
 
 def test_a_mask_of_the_wrong_length_is_refused_naming_what_is_accepted():
-    env = prepare_env(gym.wrappers.TimeLimit(WrongMaskEnv(), 50), if_action_mask=True)[0]
+    env = make_env(gym.wrappers.TimeLimit(WrongMaskEnv(), 50), if_action_mask=True)[0]
     with pytest.raises(RefusedError, match="one 0 or 1 per action, 4 of them"):
         env.reset(seed=0)
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 
 import AgentRun
-from AgentRun import Arguments, prepare_env, train_and_evaluate
+from AgentRun import Arguments, make_env, train_and_evaluate
 from AgentZoo import AgentApeX, PrioritizedReplayBuffer, RefusedError
 from envs import CounterEnv
 
@@ -112,7 +112,7 @@ def test_serial_run_learns_with_the_explorers_priorities(tmp_path):
 
 
 def test_defaults_and_refused_settings():
-    env_info = prepare_env("CartPole-v1")[1]
+    env_info = make_env("CartPole-v1")[1]
     args = Arguments(agent="AgentApeX", env="CartPole-v1")
     args.resolve(env_info)
     assert (args.if_multiprocess, args.num_workers, args.n_step, args.if_per, args.explore_rate) == (True, 2, 3, True, 0.4)

@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from AgentRun import Arguments, prepare_env
+from AgentRun import Arguments, make_env
 from AgentZoo import AgentInterSAC, AgentModSAC, AgentSAC, ReplayBuffer
 from test_multiprocess import ROOT
 from test_resume import assert_learned_state, assert_same
@@ -149,7 +149,7 @@ def test_bad_settings_under_torchrun_are_refused(overrides, message, monkeypatch
         monkeypatch.setenv(name, value)
     args = Arguments(env="Pendulum-v1", **overrides)
     with pytest.raises(ValueError, match=message):
-        args.resolve(prepare_env(args.env)[1])
+        args.resolve(make_env(args.env)[1])
 
 
 def test_two_ranks_learn_from_pixels_and_stay_equal(tmp_path):

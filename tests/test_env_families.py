@@ -7,7 +7,7 @@ import sys
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from AgentRun import ENV_FAMILIES, env_family, prepare_env
+from AgentRun import ENV_FAMILIES, env_family, make_env
 
 
 @pytest.mark.parametrize("env_id, module, package", [
@@ -28,7 +28,7 @@ def test_each_family_makes_envs_that_pass_gymnasiums_env_checker(env_id, module,
 
 def test_gymnasiums_ids_reach_no_family_and_no_family_is_imported_before_its_first_id():
     assert all(env_family(env_id) is None for env_id in ("CartPole-v1", "Pendulum-v1", "LunarLander-v3", "Ant-v5"))
-    code = ("import sys, AgentRun; AgentRun.prepare_env('CartPole-v1'); "
+    code = ("import sys, AgentRun; AgentRun.make_env('CartPole-v1'); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('extras', 'ale_py', 'minatar', 'mpe2', "
             "'pettingzoo', 'gymnasium_robotics', 'envpool', 'matplotlib')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -37,5 +37,5 @@ def test_gymnasiums_ids_reach_no_family_and_no_family_is_imported_before_its_fir
 
 
 def test_the_velocity_masked_tasks_keep_their_base_tasks_target_and_limit():
-    env, env_info = prepare_env("PendulumNoVel-v1")
+    env, env_info = make_env("PendulumNoVel-v1")
     assert env_info.target_return == -200.0 and env.spec.max_episode_steps == 200

@@ -66,7 +66,7 @@ def test_an_episode_that_terminates_on_its_limit_step_is_terminated(monkeypatch)
 def test_pendulum_actions_are_rescaled_and_time_limits_truncate():
     """The agents' actions in [-1, 1] reach Pendulum as torques in [-2, 2]: gymnasium's Pendulum given the doubled torque
     from the same state makes the same step. Every 200 steps the copies are truncated, not terminated."""
-    env = AgentRun.build_explore_env(Arguments(agent="AgentPPO", env="Pendulum-v1", env_backend="envpool", num_envs=3,
+    env = AgentRun.make_explore_env(Arguments(agent="AgentPPO", env="Pendulum-v1", env_backend="envpool", num_envs=3,
                                                steps_per_round=1000))
     assert env.single_action_space == gym.spaces.Box(-1, 1, (1,), np.float32)
     twin = gymnasium_twin("Pendulum-v1")
@@ -100,7 +100,7 @@ def test_the_seed_decides_the_copies():
 def test_every_episode_is_counted_with_its_return(tmp_path):
     """RecordEpisodeStatistics over EnvPool's copies: Pendulum's 200-step episodes, each return the sum of its rewards."""
     args = Arguments(agent="AgentPPO", env="Pendulum-v1", env_backend="envpool", num_envs=2, steps_per_round=1000)
-    env = AgentRun.build_explore_env(args)
+    env = AgentRun.make_explore_env(args)
     env.reset(seed=0)
     total = np.zeros(2)
     for _ in range(200):

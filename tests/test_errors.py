@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import AgentRun
-from AgentRun import Arguments, build_env, parse_overrides, train_and_evaluate
+from AgentRun import Arguments, make_vector_env, parse_overrides, train_and_evaluate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -21,12 +21,12 @@ class SpaceEnv(gym.Env):
 
 def test_unknown_environment_id():
     with pytest.raises(ValueError, match=r"unknown environment id 'NoSuchEnv-v0'.*CartPole-v1"):
-        build_env("NoSuchEnv-v0")
+        make_vector_env("NoSuchEnv-v0")
 
 
 def test_env_of_wrong_type():
     with pytest.raises(TypeError, match="gymnasium id or a gymnasium.Env instance .or a PettingZoo parallel env., got int"):
-        build_env(3)
+        make_vector_env(3)
 
 
 def test_continuous_agent_on_discrete_actions(tmp_path):
@@ -53,13 +53,13 @@ def test_discrete_agent_on_continuous_actions(tmp_path):
 def test_observation_space_that_is_not_a_flat_box(observation_space):
     env = SpaceEnv(observation_space, gym.spaces.Discrete(2))
     with pytest.raises(ValueError, match=r"observation space .* is not supported.* the agents take .*Box"):
-        build_env(env)
+        make_vector_env(env)
 
 
 def test_action_space_with_infinite_bounds():
     env = SpaceEnv(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-np.inf, np.inf, (2,)))
     with pytest.raises(ValueError, match="infinite bounds"):
-        build_env(env)
+        make_vector_env(env)
 
 
 def test_unknown_agent():
@@ -231,8 +231,8 @@ def test_env_without_a_time_limit_is_refused():
 
     with pytest.raises(ValueError, match=r"CounterEnv has no time limit, so an evaluation episode might never end; wrap "
                                          r"it in gymnasium.wrappers.TimeLimit\(env, max_episode_steps=N\)"):
-        build_env(CounterEnv(terminate_at=1000))
-    build_env(gym.wrappers.TimeLimit(CounterEnv(terminate_at=1000), max_episode_steps=100))  # accepted
+        make_vector_env(CounterEnv(terminate_at=1000))
+    make_vector_env(gym.wrappers.TimeLimit(CounterEnv(terminate_at=1000), max_episode_steps=100))  # accepted
 
 
 class StartEnv(gym.Env):
@@ -257,7 +257,7 @@ class StartEnv(gym.Env):
 def test_discrete_actions_are_shifted_to_a_space_that_does_not_start_at_zero():
     """The agents' actions are 0..n-1; a Discrete(n, start) env gets them shifted by start, not off by start."""
     inner = StartEnv()
-    env, env_info = build_env(gym.wrappers.TimeLimit(inner, max_episode_steps=10))
+    env, env_info = make_vector_env(gym.wrappers.TimeLimit(inner, max_episode_steps=10))
     assert env_info.if_discrete and env_info.action_dim == 3 and env.action_space == gym.spaces.Discrete(3)
     env.reset(seed=0)
     for action in (0, 1, 2):
@@ -293,4 +293,4 @@ def test_gymnasium_robotics_env_without_the_package_names_the_install(monkeypatc
     monkeypatch.delitem(gym.envs.registry, "FetchReach-v4", raising=False)  # as if it had never registered its ids
     with pytest.raises(ValueError, match=r"FetchReach-v4 is a gymnasium-robotics env: pip install gymnasium-robotics "
                                          r"'mujoco<3.4'"):
-        build_env("FetchReach-v4")
+        make_vector_env("FetchReach-v4")

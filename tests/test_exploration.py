@@ -79,9 +79,9 @@ def test_the_policy_noise_after_a_pink_warm_up_is_white():
 def test_the_noise_sequence_is_as_long_as_the_explored_envs_episodes(env_id, num_envs, steps):
     """Pendulum's 200-step episodes see a 200-step sequence, not a fifth of a 1000-step one (a near-constant offset);
     the walker's 1600 a whole one, not one and a sixth; a vector env its copies'."""
-    from AgentRun import build_env
+    from AgentRun import make_vector_env
 
-    env = build_env(env_id, num_envs)[0]
+    env = make_vector_env(env_id, num_envs)[0]
     agent = AgentSAC(16, env.observation_space.shape[-1], env.action_space.shape[-1], device="cpu")
     agent.explore_env(env, 4, if_random=True)  # the pink warm-up
     assert agent.noise.seq_len == steps and agent.noise.beta == 1.0

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, build_buffer, prepare_env, train_and_evaluate
+from AgentRun import Arguments, build_buffer, make_env, train_and_evaluate
 from AgentZoo import AgentDQN, FrameStackPrioritizedReplayBuffer, FrameStackReplayBuffer, PrioritizedReplayBuffer, \
     ReplayBuffer
 
@@ -189,7 +189,7 @@ def test_bytes_per_atari_transition():
 
 
 def test_atari_like_env_gets_the_frame_buffer(tmp_path):
-    env_info = prepare_env(stacked_env(0))[1]
+    env_info = make_env(stacked_env(0))[1]
     assert env_info.frame_stack == 4
     args = Arguments(agent="AgentDQN", env=stacked_env(0), num_envs=2, buffer_size=64)
     args.resolve(env_info)
@@ -200,7 +200,7 @@ def test_atari_like_env_gets_the_frame_buffer(tmp_path):
     buffer = build_buffer(args, env_info, "cpu")
     assert type(buffer) is FrameStackPrioritizedReplayBuffer and buffer.n_step == 3
     single = gym.wrappers.FrameStackObservation(gym.wrappers.TimeLimit(FrameEnv(0), 10), 1)  # (1, 84, 84)
-    env_info = prepare_env(single)[1]
+    env_info = make_env(single)[1]
     args = Arguments(agent="AgentDQN", env=single)
     args.resolve(env_info)
     buffer = build_buffer(args, env_info, "cpu")
@@ -212,12 +212,12 @@ def test_default_replay_of_large_images_fits_8_gib():
     """CarRacing-v3's 96x96x3 frames (an instance's, as it comes): 2^18 transitions by default (7.2 GB of frames), not
     2^20 (29 GB, which this machine could not even allocate); a buffer_size the user sets stands. Its id's two grey
     96x96 frames store one frame a transition: 2^19 (4.8 GB)."""
-    env_info = prepare_env(gym.make("CarRacing-v3"))[1]
+    env_info = make_env(gym.make("CarRacing-v3"))[1]
     args = Arguments(agent="AgentInterSAC", env=gym.make("CarRacing-v3"))
     args.resolve(env_info)
     assert args.buffer_size == 2 ** 18
     args = Arguments(agent="AgentInterSAC", env="CarRacing-v3")
-    args.resolve(prepare_env("CarRacing-v3")[1])
+    args.resolve(make_env("CarRacing-v3")[1])
     assert args.buffer_size == 2 ** 19
     args = Arguments(agent="AgentInterSAC", env="CarRacing-v3", buffer_size=2 ** 10)
     args.resolve(env_info)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from envs import PointGoalEnv, make_bit_flipping_env, make_point_goal_env
-from AgentRun import Arguments, build_env, train_and_evaluate
+from AgentRun import Arguments, make_vector_env, train_and_evaluate
 from AgentZoo import HindsightReplayBuffer
 
 GAMMA, REWARD_SCALE = 0.9, 2.0
@@ -84,7 +84,7 @@ def test_resumed_buffer_ends_the_episodes_under_way():
 
 
 def test_goal_env_observations_are_flattened_in_the_order_observation_achieved_desired():
-    env, env_info = build_env(make_point_goal_env())
+    env, env_info = make_vector_env(make_point_goal_env())
     state = env.reset(seed=0)[0]
     inner = env.unwrapped
     assert env_info.state_dim == 12 and env_info.goal_dim == 4
@@ -155,7 +155,7 @@ class GoalEnvWithoutReward(PointGoalEnv):
 def test_dict_env_without_compute_reward_is_refused():
     with pytest.raises(ValueError, match=r"is not supported; the agents take flat Box observations, or a goal env's Dict "
                                          r"of Box observation, achieved_goal and desired_goal .* with a compute_reward"):
-        build_env(gym.wrappers.TimeLimit(GoalEnvWithoutReward(), max_episode_steps=5))
+        make_vector_env(gym.wrappers.TimeLimit(GoalEnvWithoutReward(), max_episode_steps=5))
 
 
 def test_resume_with_other_env_copies_is_refused():
@@ -172,7 +172,7 @@ def test_a_batch_termination_given_as_one_bool_is_computed_per_row():
     class MazeLike(PointGoalEnv):
         def compute_terminated(self, achieved_goal, desired_goal, info):
             return bool(np.linalg.norm(achieved_goal - desired_goal) <= self.reach)
-    env, _ = build_env(gym.wrappers.TimeLimit(MazeLike(), max_episode_steps=5))
+    env, _ = make_vector_env(gym.wrappers.TimeLimit(MazeLike(), max_episode_steps=5))
     achieved = np.zeros((2, 4), np.float32)
     _, terminated = env.get_wrapper_attr("feedback")(achieved, np.stack([achieved[0], achieved[1] + 1]))
     assert terminated.tolist() == [True, False]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentNet import Actor, ActorSAC, CriticEncoded, CriticTwinEncoded, ImageEncoder
+from AgentNet import ActorEncoded, ActorSAC, ActorSACEncoded, CriticEncoded, CriticTwinEncoded, ImageEncoder
 from AgentRun import Arguments, train_and_evaluate
 from AgentZoo import AgentInterAC, AgentInterSAC, ReplayBuffer
 
@@ -88,10 +88,11 @@ def test_interac_shares_the_actors_first_layer_and_the_critic_alone_trains_it():
     assert own_layers == {id(p) for group in agent.act_optimizer.param_groups for p in group["params"]}
 
 
-@pytest.mark.parametrize("agent_class, actor_class", [(AgentInterAC, Actor), (AgentInterSAC, ActorSAC)])
+@pytest.mark.parametrize("agent_class, actor_class", [(AgentInterAC, ActorEncoded), (AgentInterSAC, ActorSACEncoded)])
 @pytest.mark.parametrize("shape", [(4, 84, 84), (96, 96, 3), (10, 10, 4)])
 def test_on_images_the_shared_encoder_is_the_actors_image_encoder(agent_class, actor_class, shape):
     agent = agent_class(32, shape, 2, device="cpu")
+    assert agent_class.act_class is actor_class  # the actors that take images (AgentNet.state_mlp)
     assert isinstance(agent.act.net[0], ImageEncoder) and agent.cri.encoder[0] is agent.act.net[0]
     encoder = set(map(id, agent.act.net[0].parameters()))
     assert not encoder & {id(p) for group in agent.act_optimizer.param_groups for p in group["params"]}

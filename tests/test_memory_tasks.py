@@ -26,8 +26,8 @@ def test_the_velocities_read_zero_and_the_rest_is_the_base_tasks(env_id):
     assert (observation[velocities] == 0).all() and (base_observation[velocities] != 0).any()
     np.testing.assert_array_equal(observation[~velocities], base_observation[~velocities])
     assert reward == base_reward and env.spec.max_episode_steps == base.spec.max_episode_steps
-    info = AgentRun.prepare_env(env_id)[1]
-    assert info.target_return == AgentRun.prepare_env(base_id)[1].target_return and info.state_dim == observation.shape[0]
+    info = AgentRun.make_env(env_id)[1]
+    assert info.target_return == AgentRun.make_env(base_id)[1].target_return and info.state_dim == observation.shape[0]
 
 
 def test_a_run_by_name_from_the_command_line(tmp_path):

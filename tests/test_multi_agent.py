@@ -10,7 +10,7 @@ from pettingzoo import ParallelEnv
 import AgentRun
 import AgentZoo
 from AgentNet import MonotonicMixer, QMixNet
-from AgentRun import Arguments, build_env, prepare_env, resume, train_and_evaluate
+from AgentRun import Arguments, make_vector_env, make_env, resume, train_and_evaluate
 from extras.tools import replay
 from AgentZoo import (AgentCOMA, AgentDiscreteMADDPG, AgentDiscreteMAPPO, AgentMADDPG, AgentMAPPO, AgentQMIX, AgentQTRAN,
                       AgentVDN, ReplayBuffer, RolloutBuffer)
@@ -20,7 +20,7 @@ from extras import teams
 
 
 def test_the_team_is_one_gymnasium_env():
-    env, info = prepare_env("simple_spread_v3")
+    env, info = make_env("simple_spread_v3")
     assert (info.if_multi_agent, info.num_agents, info.state_dim, info.action_dim, info.if_discrete) == (True, 3, 18, 5, True)
     state, _ = env.reset(seed=0)
     assert state.shape == (54,) and env.action_space.shape == (3,)
@@ -30,13 +30,13 @@ def test_the_team_is_one_gymnasium_env():
         rewards, length, ended = rewards + reward, length + 1, terminated or truncated
     assert (length, terminated, truncated) == (25, False, True)  # max_cycles is a time limit: the last step bootstraps
     continuous = teams.make("simple_spread_v3", continuous_actions=True)
-    continuous_info = prepare_env(continuous)[1]
+    continuous_info = make_env(continuous)[1]
     assert (continuous_info.action_dim, continuous_info.if_discrete) == (5, False)
     assert AgentRun.env_to_config(continuous)["kwargs"]["continuous_actions"] is True  # config.json can rebuild it
 
 
 def test_the_team_reward_is_the_sum_of_the_agents_rewards():
-    env = prepare_env(MatrixGame(CLIMBING_GAME))[0]
+    env = make_env(MatrixGame(CLIMBING_GAME))[0]
     env.reset(seed=0)
     assert env.step(np.array([0, 1]))[1] == -30.0  # each agent got -15
 
@@ -97,7 +97,7 @@ def test_double_q_target_picks_each_agents_action_online_and_values_the_joint_on
 
 
 def test_a_teams_transitions_hold_every_agents_action():
-    env, info = build_env("simple_spread_v3", num_envs=4)
+    env, info = make_vector_env("simple_spread_v3", num_envs=4)
     agent = AgentVDN(16, info.state_dim, info.action_dim, device="cpu", num_agents=3)
     agent.last_state = env.reset(seed=0)[0]
     buffer = ReplayBuffer(100, info.state_dim, info.action_dim, True, num_agents=3)
@@ -111,7 +111,7 @@ def untrained_greedy_actions(agent: str, game: MatrixGame) -> list[int]:
     """The joint action a team's greedy policy takes before it learns, its networks built as the serial loop builds
     them (Learner: the run's seed, then the agent)."""
     args = Arguments(agent=agent, env=game)
-    env_info = prepare_env(game)[1]
+    env_info = make_env(game)[1]
     args.resolve(env_info)
     torch.manual_seed(args.seed)
     team = AgentRun.build_agent(args, env_info, device="cpu")
@@ -208,7 +208,7 @@ class OneLeavesEarly(MatrixGame):
 
 
 def test_an_agent_that_leaves_mid_episode_is_refused():
-    env = prepare_env(OneLeavesEarly())[0]
+    env = make_env(OneLeavesEarly())[0]
     env.reset(seed=0)
     with pytest.raises(ValueError, match="leave mid-episode"):
         env.step(np.array([0, 0]))
@@ -240,7 +240,7 @@ class EndsMixed(MatrixGame):
     ({"agent_0": False, "agent_1": False}, (False, True)),
 ])
 def test_agents_that_all_end_at_one_step_end_the_teams_episode_in_any_dict_order(terminations, ends):
-    env = prepare_env(EndsMixed(terminations))[0]
+    env = make_env(EndsMixed(terminations))[0]
     env.reset(seed=0)
     assert env.step(np.array([0, 0]))[2:4] == ends
 
@@ -372,7 +372,7 @@ def test_mappo_shares_one_actor_and_weighs_each_agents_ratio_by_its_own_advantag
     log_probs = agent.act.get_log_probs(same_obs)  # (3, 5): one network, told apart by the agent's index
     assert not torch.allclose(log_probs[0], log_probs[1])
     buffer = RolloutBuffer()
-    rollout = agent.explore_env(AgentRun.build_env("simple_spread_v3", num_envs=2)[0], 8)
+    rollout = agent.explore_env(AgentRun.make_vector_env("simple_spread_v3", num_envs=2)[0], 8)
     buffer.extend(*rollout)
     with torch.no_grad():  # agent i's advantages from its own rewards and value V_i, before the values' statistics move
         values, next_values = agent.cri(buffer.states), agent.cri(buffer.next_states)  # (8, 2, 3) each

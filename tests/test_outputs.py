@@ -16,7 +16,7 @@ import pytest
 import torch
 from PIL import Image
 
-from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, env_family, build_agent, parse_overrides, prepare_env,
+from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, env_family, build_agent, parse_overrides, make_env,
                       run_episodes, train_and_evaluate)
 from extras import goals
 from extras.tools import replay
@@ -64,7 +64,7 @@ def test_agent_hyperparameters_are_arguments_that_reach_the_agent_and_config(tmp
         assert set(agent_class.train_defaults) <= ARGUMENT_NAMES, agent_class
     args = Arguments(agent="AgentDiscretePPO", env="CartPole-v1", cwd=str(tmp_path / "run"),
                      **parse_overrides(["entropy_coef=0.05", "lambda_gae=0.9"]))
-    env_info = prepare_env(args.env)[1]
+    env_info = make_env(args.env)[1]
     args.resolve(env_info)
     args.prepare_cwd()
     agent = build_agent(args, env_info, device="cpu")
@@ -80,7 +80,7 @@ def test_agent_hyperparameters_are_arguments_that_reach_the_agent_and_config(tmp
 def test_noisy_layers_explore_without_epsilon_unless_it_is_set(overrides, epsilon):
     """Noisy layers replace epsilon-greedy (NoisyNet-DQN): epsilon 0 when they are on, unless it is set too."""
     args = Arguments(agent="AgentDQN", env="CartPole-v1", **parse_overrides(overrides))
-    args.resolve(prepare_env(args.env)[1])
+    args.resolve(make_env(args.env)[1])
     assert args.explore_rate == epsilon
 
 def test_replay_writes_a_gif_and_reports_returns(short_run):

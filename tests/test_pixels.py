@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from AgentNet import (ActorDiscretePPO, ActorPPO, CriticValue, ImageEncoder, QNet, QNetDistDuel, QNetDuel, QNetTwin)
-from AgentRun import (Arguments, build_env, build_evaluator, build_explore_env, prepare_env, run_episodes,
+from AgentRun import (Arguments, make_vector_env, build_evaluator, make_explore_env, make_env, run_episodes,
                       train_and_evaluate)
 from AgentZoo import AgentDiscretePPO, AgentDQN, AgentR2D2, ReplayBuffer, RolloutBuffer, SequenceReplayBuffer
 from extras import tools
@@ -107,7 +107,7 @@ def test_pixels_are_scaled_inside_the_network():
 def test_uint8_storage_end_to_end():
     """Frames explored from a uint8 env reach the replay buffer as uint8 (a quarter of float32's bytes), come out of a
     sample as uint8 and become floats only inside the network; a checkpoint keeps them uint8."""
-    env, env_info = build_env(bandit(shape=(4, 84, 84), dtype=np.uint8), num_envs=2)
+    env, env_info = make_vector_env(bandit(shape=(4, 84, 84), dtype=np.uint8), num_envs=2)
     assert env_info.state_dim == (4, 84, 84) and env_info.state_dtype == torch.uint8
     agent = AgentDQN(32, env_info.state_dim, env_info.action_dim, device="cpu")
     buffer = ReplayBuffer(64, env_info.state_dim, 2, True, state_dtype=env_info.state_dtype)
@@ -121,7 +121,7 @@ def test_uint8_storage_end_to_end():
 
 
 def test_rollout_keeps_bool_images():
-    env, env_info = build_env(bandit(), num_envs=2)
+    env, env_info = make_vector_env(bandit(), num_envs=2)
     agent = AgentDiscretePPO(32, env_info.state_dim, env_info.action_dim, device="cpu")
     buffer = RolloutBuffer()
     buffer.extend(*agent.explore_env(env, 4))
@@ -132,7 +132,7 @@ def test_rollout_keeps_bool_images():
 def test_r2d2_sequences_keep_frames_in_their_dtype():
     """R2D2's sequence replay stores explored frames and their bootstrap frames as uint8, (S, window, *shape), and
     learns from them."""
-    env, env_info = build_env(bandit(shape=(4, 84, 84), dtype=np.uint8), num_envs=2)
+    env, env_info = make_vector_env(bandit(shape=(4, 84, 84), dtype=np.uint8), num_envs=2)
     agent = AgentR2D2(32, env_info.state_dim, env_info.action_dim, device="cpu", seq_len=4, burn_in=2, n_step=1)
     buffer = SequenceReplayBuffer(64, env_info.state_dim, agent.cri.core.width, num_envs=2, seq_len=4, burn_in=2,
                                   gamma=0.99, n_step=1, state_dtype=env_info.state_dtype)
@@ -149,7 +149,7 @@ def test_r2d2_default_replay_of_frames_fits_8_gib():
     pytest.importorskip("ale_py")
     pytest.importorskip("cv2")
     args = Arguments(agent="AgentR2D2", env="ALE/Pong-v5")
-    args.resolve(prepare_env("ALE/Pong-v5")[1])
+    args.resolve(make_env("ALE/Pong-v5")[1])
     assert args.buffer_size == 2 ** 12
 
 
@@ -182,13 +182,13 @@ def test_r2d2_remembers_what_an_earlier_frame_showed(tmp_path):
 def test_clipped_rewards_for_learning_raw_returns_for_the_record():
     """With if_clip_reward the transitions hold the rewards' signs (times reward_scale), while the explorer's episode
     statistics and the evaluation report the env's own rewards."""
-    env, env_info = build_env(bandit(pay=5.0))
+    env, env_info = make_vector_env(bandit(pay=5.0))
     agent = AgentDQN(32, env_info.state_dim, env_info.action_dim, device="cpu", if_clip_reward=True, explore_rate=0.0)
     agent.cri.net[-1].bias.data[:] = torch.tensor([1.0, -1.0])  # always action 0: paid in about half the episodes
     rewards = agent.explore_env(env, 64)[2]
     torch.testing.assert_close(rewards.unique(), torch.tensor([0.0, agent.reward_scale]))
     assert set(env.return_queue) == {0.0, 5.0}
-    assert {ret for ret, _, _ in run_episodes([prepare_env(bandit(pay=5.0))[0] for _ in range(8)], agent)} == {0.0, 5.0}
+    assert {ret for ret, _, _ in run_episodes([make_env(bandit(pay=5.0))[0] for _ in range(8)], agent)} == {0.0, 5.0}
 
 
 # ---- pixel environments ----
@@ -199,7 +199,7 @@ def test_atari_preprocessing_and_raw_scores():
     Invaders pays 5 to 30 points an invader), which learning clips by default on ALE ids."""
     pytest.importorskip("ale_py")
     pytest.importorskip("cv2")
-    env, env_info = prepare_env("ALE/SpaceInvaders-v5")
+    env, env_info = make_env("ALE/SpaceInvaders-v5")
     assert env_info.state_dim == (4, 84, 84) and env_info.state_dtype == torch.uint8 and env_info.action_dim == 6
     state = env.reset(seed=0)[0]
     assert state.shape == (4, 84, 84) and state.dtype == np.uint8
@@ -222,13 +222,13 @@ def test_atari_frame_stack_by_setting():
     sequences of a stack of 4: 8 GiB / (2 * (10 + 20) * 7,056 bytes) = 20,290, so 2^14."""
     pytest.importorskip("ale_py")
     pytest.importorskip("cv2")
-    env_info = prepare_env("ALE/Pong-v5", frame_stack=1)[1]
+    env_info = make_env("ALE/Pong-v5", frame_stack=1)[1]
     assert env_info.state_dim == (1, 84, 84) and env_info.frame_stack == 1 and env_info.state_dtype == torch.uint8
-    assert prepare_env("ALE/Pong-v5", frame_stack=2)[1].state_dim == (2, 84, 84)
+    assert make_env("ALE/Pong-v5", frame_stack=2)[1].state_dim == (2, 84, 84)
     args = Arguments(agent="AgentR2D2", env="ALE/Pong-v5", frame_stack=1, num_envs=2, eval_times=2)
     args.resolve(env_info)
     assert args.buffer_size == 2 ** 14
-    explore_env = build_explore_env(args)
+    explore_env = make_explore_env(args)
     assert explore_env.reset(seed=0)[0].shape == (args.num_envs, 1, 84, 84)
     evaluator = build_evaluator(args, env_info, step=0, state=None)
     assert {env.reset(seed=0)[0].shape for env in evaluator.eval_envs} == {(1, 84, 84)}
@@ -257,9 +257,9 @@ def test_frame_stack_of_other_envs_refused():
     takes, and a stack under 1 with what is accepted."""
     for env in ("MinAtar/Breakout-v1", "CartPole-v1", bandit()):
         with pytest.raises(ValueError, match=r"frame_stack=1 is not accepted for .*ALE/<Game>-v5.*leave frame_stack None"):
-            prepare_env(env, frame_stack=1)
+            make_env(env, frame_stack=1)
     with pytest.raises(ValueError, match=r"frame_stack=0 is not accepted: frame_stack must be an integer >= 1"):
-        prepare_env("ALE/Pong-v5", frame_stack=0)
+        make_env("ALE/Pong-v5", frame_stack=0)
 
 
 @pytest.mark.parametrize("agent, if_clip_reward", [("AgentR2D2", False), ("AgentDQN", True), ("AgentRainbow", True),
@@ -270,7 +270,7 @@ def test_r2d2_learns_atari_scores_unclipped_where_the_others_clip_them_by_defaul
     papers (Mnih et al. 2015; C51, Rainbow, Ape-X), A3C and PPO on Atari clip them to their signs."""
     pytest.importorskip("ale_py")
     pytest.importorskip("cv2")
-    env_info = prepare_env("ALE/Breakout-v5")[1]
+    env_info = make_env("ALE/Breakout-v5")[1]
     args = Arguments(agent=agent, env="ALE/Breakout-v5")
     args.resolve(env_info)
     assert args.if_clip_reward is if_clip_reward
@@ -278,7 +278,7 @@ def test_r2d2_learns_atari_scores_unclipped_where_the_others_clip_them_by_defaul
 
 def test_minatar_env_builds_and_steps():
     pytest.importorskip("minatar")
-    env, env_info = prepare_env("MinAtar/Breakout-v1")
+    env, env_info = make_env("MinAtar/Breakout-v1")
     assert env_info.state_dim == (10, 10, 4) and env_info.state_dtype == torch.bool and env_info.action_dim == 3
     assert env.spec.max_episode_steps == 10_000
     state = env.reset(seed=0)[0]
@@ -292,10 +292,10 @@ def test_car_racing_takes_the_continuous_on_policy_agents():
     """CarRacing-v3's (96, 96, 3) RGB frames (an instance's, as it comes) and its id's two grey frames, and Box actions:
     PPO takes them, SAC (whose critic meets the action in its first layer) is refused with the agents that do."""
     pytest.importorskip("Box2D")
-    raw_info = prepare_env(gym.make("CarRacing-v3"))[1]
+    raw_info = make_env(gym.make("CarRacing-v3"))[1]
     assert raw_info.state_dim == (96, 96, 3) and raw_info.state_dtype == torch.uint8 and not raw_info.if_discrete
     Arguments(agent="AgentPPO", env=gym.make("CarRacing-v3")).resolve(raw_info)
-    env_info = prepare_env("CarRacing-v3")[1]
+    env_info = make_env("CarRacing-v3")[1]
     assert env_info.state_dim == (2, 96, 96) and env_info.state_dtype == torch.uint8 and env_info.frame_stack == 2
     Arguments(agent="AgentPPO", env="CarRacing-v3").resolve(env_info)
     with pytest.raises(ValueError, match=r"AgentSAC does not take image observations.*AgentPPO"):
@@ -307,7 +307,7 @@ def test_car_racing_id_coasts_at_the_neutral_action_and_holds_each_action_two_fr
     above 0 (a negative pedal is none), so the neutral action neither brakes nor accelerates; each step two frames,
     so a race of 1,000 frames ends at step 500."""
     pytest.importorskip("Box2D")
-    env, env_info = build_env("CarRacing-v3")
+    env, env_info = make_vector_env("CarRacing-v3")
     assert env_info.action_dim == 3 and np.all(env.action_space.low == -1) and np.all(env.action_space.high == 1)
     env.reset(seed=0)
     wheels = env.unwrapped.car.wheels
@@ -330,7 +330,7 @@ def test_car_racing_id_coasts_at_the_neutral_action_and_holds_each_action_two_fr
 @pytest.mark.parametrize("shape", [(64, 64, 3), (84, 84), (3, 84, 96)])
 def test_image_of_an_unsupported_shape_refused(shape):
     with pytest.raises(ValueError, match=r"is not supported.*images of 84x84, 96x96, 10x10 pixels"):
-        prepare_env(gym.wrappers.TimeLimit(ImageBanditEnv(shape=shape, dtype=np.uint8), max_episode_steps=1))
+        make_env(gym.wrappers.TimeLimit(ImageBanditEnv(shape=shape, dtype=np.uint8), max_episode_steps=1))
 
 
 def test_state_norm_on_images_refused(tmp_path):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, merge_trajectories, prepare_env, train_and_evaluate
+from AgentRun import Arguments, merge_trajectories, make_env, train_and_evaluate
 from AgentZoo import (AgentR2D2, RefusedError, SequenceReplayBuffer, sequence_priority, value_rescale,
                       value_rescale_inverse)
 from envs import make_counter_vector_env
@@ -178,7 +178,7 @@ def test_each_copys_memory_is_zeroed_exactly_at_its_episode_starts():
 def test_what_it_cannot_use_is_refused_with_what_is_accepted(settings, message, tmp_path):
     args = Arguments(agent="AgentR2D2", env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), **settings)
     with pytest.raises(RefusedError, match=message):
-        args.resolve(prepare_env(args.env)[1])
+        args.resolve(make_env(args.env)[1])
 
 
 def test_two_explorers_rounds_are_cut_into_sequences_of_each_copy_alone():
@@ -218,7 +218,7 @@ def test_torchrun_and_export_are_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("WORLD_SIZE", "2")
     args = Arguments(agent="AgentR2D2", env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"))
     with pytest.raises(RefusedError, match="not accepted under torchrun yet.*run python AgentRun.py"):
-        args.resolve(prepare_env(args.env)[1])
+        args.resolve(make_env(args.env)[1])
     with pytest.raises(RefusedError, match="if_recurrent=False"):
         small_agent().policy_module()
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, env_family, prepare_env, resume, run_episodes, train_and_evaluate
+from AgentRun import Arguments, env_family, make_env, resume, run_episodes, train_and_evaluate
 from extras.tools import replay
 from AgentNet import NetShape, RecurrentCore
 from AgentZoo import AgentDiscreteRecurrentPPO, AgentRecurrentPPO, RecurrentRolloutBuffer, RefusedError, sequences
@@ -139,7 +139,7 @@ def test_evaluation_runs_each_episode_from_a_zero_memory():
 def test_what_it_cannot_do_yet_is_refused_with_what_is_accepted(settings, message, tmp_path):
     args = Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), **settings)
     with pytest.raises(RefusedError, match=message):
-        args.resolve(prepare_env(args.env)[1])
+        args.resolve(make_env(args.env)[1])
 
 
 def test_a_gru_core_steps_its_cell_on_the_encoded_state_and_its_memory_is_h():
@@ -204,7 +204,7 @@ def test_the_default_cell_is_a_gru_and_a_run_from_before_the_setting_resumes_wit
     for agent, cell in (("AgentR2D2", "gru"), ("AgentRecurrentPPO", "gru"), ("AgentDiscreteRecurrentPPO", "gru")):
         args = Arguments(agent=agent, env="CartPoleNoVel-v1" if agent != "AgentRecurrentPPO" else "PendulumNoVel-v1",
                          cwd=str(tmp_path / agent))
-        args.resolve(prepare_env(args.env)[1])
+        args.resolve(make_env(args.env)[1])
         assert args.recurrent_cell == cell
     cwd = tmp_path / "run"
     train_and_evaluate(Arguments(agent="AgentR2D2", env="CartPoleNoVel-v1", seed=0, cwd=str(cwd), eval_gap=0,
@@ -222,7 +222,7 @@ def test_the_default_cell_is_a_gru_and_a_run_from_before_the_setting_resumes_wit
 def test_a_recurrent_cell_it_cannot_use_is_refused(agent, cell, message, tmp_path):
     args = Arguments(agent=agent, env="CartPoleNoVel-v1", cwd=str(tmp_path / "run"), recurrent_cell=cell)
     with pytest.raises(RefusedError, match=message):
-        args.resolve(prepare_env(args.env)[1])
+        args.resolve(make_env(args.env)[1])
 
 
 def test_explorer_processes_carry_their_memories_and_every_round_starts_at_ratio_1(tmp_path):

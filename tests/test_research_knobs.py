@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, parse_overrides, prepare_env
+from AgentRun import Arguments, parse_overrides, make_env
 from AgentZoo import (AgentACKTR, AgentDDPG, AgentDiscreteSAC, AgentInterSAC, AgentPPO, AgentRainbow, AgentSAC, ReplayBuffer,
                       RolloutBuffer)
 from extras import tools
@@ -79,7 +79,7 @@ def test_the_actor_takes_its_own_learning_rate_and_the_critic_learning_rate(agen
 
 def resolved(**fields) -> Arguments:
     args = Arguments(**fields)
-    args.resolve(prepare_env(args.env)[1])
+    args.resolve(make_env(args.env)[1])
     return args
 
 
@@ -125,7 +125,7 @@ def test_an_exported_actor_acts_with_torch_alone_as_select_action(agent, env, ex
     AgentRun.train_and_evaluate(Arguments(agent=agent, env=env, cwd=cwd, eval_gap=0, if_multiprocess=False, **extra))
     paths = AgentRun.main([f"export={cwd}"])
     config = tools.read_run(cwd, "export")
-    env_info = prepare_env(env)[1]
+    env_info = make_env(env)[1]
     agent_ = tools.saved_agent(cwd, config, env_info, device="cpu")
     if agent == "AgentPPO":
         assert not torch.equal(agent_.act.state_norm.std, torch.ones(3))  # statistics that the export must carry
@@ -212,9 +212,9 @@ class PartsEnv(gym.Env):
 ])
 def test_dict_tuple_and_discrete_observations_are_flattened_with_one_hot_parts(observation_space, flat, one_hot):
     """gymnasium's flatten: parts side by side (a Dict's in the order of its sorted keys), a Discrete part one-hot."""
-    from AgentRun import build_env
+    from AgentRun import make_vector_env
 
-    env, env_info = build_env(gym.wrappers.TimeLimit(PartsEnv(observation_space), max_episode_steps=5))
+    env, env_info = make_vector_env(gym.wrappers.TimeLimit(PartsEnv(observation_space), max_episode_steps=5))
     assert env_info.state_dim == flat and env.observation_space.shape == (flat,)
     state = env.reset(seed=0)[0]
     np.testing.assert_array_equal(state, gym.spaces.flatten(observation_space, env.unwrapped.sample))
@@ -342,7 +342,7 @@ def test_net_dims_and_activation_shape_every_mlp(agent, env):
     from AgentRun import build_agent
 
     args = resolved(agent=agent, env=env, net_dims="64,32", activation="tanh")
-    built = build_agent(args, prepare_env(env)[1], device="cpu")
+    built = build_agent(args, make_env(env)[1], device="cpu")
     for net in (built.act, built.cri):
         widths, activations = linear_widths_and_activations(net)
         assert activations == {torch.nn.Tanh}, (agent, net)
@@ -360,7 +360,7 @@ def test_a_shaped_run_resumes_and_replays_with_the_same_networks(tmp_path):
     AgentRun.resume(cwd, break_step=1600)  # the checkpoint's networks load into networks of the same shape
     assert tools.replay(cwd, episodes=1, render="none")["avg_length"] == 200
     widths, activations = linear_widths_and_activations(
-        tools.saved_agent(cwd, config, prepare_env("Pendulum-v1")[1], device="cpu").act)
+        tools.saved_agent(cwd, config, make_env("Pendulum-v1")[1], device="cpu").act)
     assert widths[:2] == [400, 300] and activations == {torch.nn.ELU}
 
 

@@ -127,7 +127,7 @@ def test_the_explorer_acts_with_the_statistics_of_the_weights_it_receives(tmp_pa
     included, of the actions it took; an actor without them would have recorded others."""
     args = Arguments(agent="AgentPPO", env="Pendulum-v1", if_state_norm=True, if_multiprocess=True, steps_per_round=128,
                      num_envs=2, start_method="fork", cwd=str(tmp_path / "run"))
-    env_info = AgentRun.prepare_env(args.env)[1]
+    env_info = AgentRun.make_env(args.env)[1]
     args.resolve(env_info)
     torch.manual_seed(0)
     learner = AgentRun.build_agent(args, env_info, device="cpu")

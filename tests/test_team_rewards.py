@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from AgentRun import Arguments, RefusedError, build_env, prepare_env, train_and_evaluate
+from AgentRun import Arguments, RefusedError, make_vector_env, make_env, train_and_evaluate
 from AgentZoo import AgentDiscreteMADDPG, AgentDiscreteMAPPO, AgentMADDPG, RolloutBuffer
 from envs import CLIMBING_GAME, MatrixGame
 
@@ -42,7 +42,7 @@ class SelfishGame(MatrixGame):
 
 
 def test_the_team_env_reports_each_agents_reward_beside_their_sum():
-    env = prepare_env(SelfishGame())[0]
+    env = make_env(SelfishGame())[0]
     env.reset(seed=0)
     _, reward, _, _, info = env.step(np.array([1, 0]))
     assert reward == -2.0 and info["agent_rewards"].tolist() == [1.0, -3.0]  # possible_agents' order
@@ -51,7 +51,7 @@ def test_the_team_env_reports_each_agents_reward_beside_their_sum():
 @pytest.mark.parametrize("agent_class", [AgentDiscreteMADDPG, AgentDiscreteMAPPO])
 def test_agents_with_a_value_each_store_each_agents_reward_from_a_vector_env(agent_class):
     """Every copy of a vector env ends its episode at each step here: their rewards come from the final infos."""
-    env = build_env(SelfishGame(), num_envs=3)[0]
+    env = make_vector_env(SelfishGame(), num_envs=3)[0]
     agent = agent_class(16, 1, 3, device="cpu", num_agents=2)
     with torch.no_grad():  # agent_0 always takes action 1
         agent.act.get_logits = lambda state: torch.tensor([[0.0, 50.0, 0.0], [0.0, 0.0, 0.0]]).expand(*state.shape[:-1], 2, 3)
@@ -80,7 +80,7 @@ def test_agents_of_one_team_value_refuse_envs_whose_agents_compete_unless_told(e
     the agents of one team value refuse it on their defaults, naming the agents that learn each agent's own reward,
     and take it where common_reward=True is passed; those agents and the cooperative envs are taken as they were."""
     pytest.importorskip("mpe2")
-    env_info = prepare_env(env)[1]
+    env_info = make_env(env)[1]
     for agent in ("AgentVDN", "AgentQMIX", "AgentQTRAN", "AgentCOMA"):
         with pytest.raises(RefusedError, match=rf"{agent} learns one value of the team's common reward.*compete.*pass "
                                                rf"common_reward=True.*AgentDiscreteIDDPG, AgentDiscreteMADDPG, "
@@ -94,7 +94,7 @@ def test_agents_of_one_team_value_refuse_envs_whose_agents_compete_unless_told(e
     assert args.common_reward is False
     for cooperative in ("simple_spread_v3", "simple_reference_v3"):
         args = Arguments(agent="AgentQMIX", env=cooperative)
-        args.resolve(prepare_env(cooperative)[1])
+        args.resolve(make_env(cooperative)[1])
         assert args.common_reward is True
 
 
@@ -103,7 +103,7 @@ def test_agents_of_one_team_value_refuse_envs_whose_agents_compete_unless_told(e
 def test_mappo_learns_from_each_agents_own_reward_or_from_their_sum(common_reward, if_selfish):
     """On the selfish game agent_0 learns action 1 from its own reward, another from the team's."""
     torch.manual_seed(0)
-    env = build_env(SelfishGame(), num_envs=8)[0]
+    env = make_vector_env(SelfishGame(), num_envs=8)[0]
     agent = AgentDiscreteMAPPO(16, 1, 3, device="cpu", num_agents=2, common_reward=common_reward)
     buffer = RolloutBuffer()
     for _ in range(40):
