@@ -75,8 +75,8 @@ class Arguments:
     seed: int = 0  # seeds torch, numpy and the environments
     num_threads: int = 1  # torch threads, > 0; small networks on a small CPU run fastest on one
 
-    net_dim: int | None = None  # width of each hidden layer, > 0
-    net_dims: tuple | str | None = None  # "400,300", "400x300" or a tuple: each MLP's hidden widths; None: 2 x net_dim
+    net_dims: int | tuple | str | None = None  # each MLP's hidden widths: n (two layers of n, > 0), "400,300",
+    #   "400x300" or a tuple
     activation: str | None = None  # after each hidden layer: relu, tanh, elu or gelu (AgentNet.NetShape); None: relu
     recurrent_cell: str | None = None  # recurrent agents' memory cell, lstm or gru (AgentNet.RecurrentCore); None: gru
     batch_size: int | None = None  # transitions per gradient step (R2D2: sequences), > 0
@@ -150,9 +150,10 @@ class Arguments:
     if_tensorboard: bool = False  # True: also each evaluation's scalars in cwd for TensorBoard (needs tensorboard)
     target_step: dataclasses.InitVar[None] = None  # renamed (RENAMED): refused with the new name
     max_memo: dataclasses.InitVar[None] = None
+    net_dim: dataclasses.InitVar[None] = None
 
-    def __post_init__(self, target_step, max_memo):
-        refuse_renamed({"target_step": target_step, "max_memo": max_memo})
+    def __post_init__(self, target_step, max_memo, net_dim):
+        refuse_renamed({"target_step": target_step, "max_memo": max_memo, "net_dim": net_dim})
 
     def get_agent_class(self) -> type:
         if isinstance(self.agent, type) and issubclass(self.agent, AgentBase):
@@ -1198,7 +1199,18 @@ def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) ->
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
 
 
-RENAMED = {"target_step": "steps_per_round", "max_memo": "buffer_size"}  # old field -> new (2026-11-28)
+RENAMED = {"target_step": "steps_per_round", "max_memo": "buffer_size", "net_dim": "net_dims"}  # 2026-11-28
+
+
+def read_config(path: str) -> dict:
+    """A run's config.json, a run's from before the renames (RENAMED) under the new names."""
+    with open(path) as f:
+        config = json.load(f)
+    for old, new in RENAMED.items():
+        if old in config:
+            value = config.pop(old)
+            config[new] = value if config.get(new) is None else config[new]  # net_dims' widths win over net_dim
+    return config
 
 
 def refuse_renamed(given: dict):
@@ -1289,7 +1301,7 @@ def fill_defaults(args: Arguments, env_info: "EnvInfo"):
 
 def check_values(args: Arguments):
     rules = {  # field: (test, what is accepted)
-        "num_threads": (lambda v: v > 0, "> 0"), "net_dim": (lambda v: v > 0, "> 0"),
+        "num_threads": (lambda v: v > 0, "> 0"),
         "batch_size": (lambda v: v > 0, "> 0"), "learning_rate": (lambda v: v > 0, "> 0"),
         "actor_learning_rate": (lambda v: v > 0, "> 0"), "target_kl": (lambda v: v > 0, "> 0"),
         "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
@@ -1321,9 +1333,9 @@ def check_values(args: Arguments):
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
             raise RefusedError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
-    for field in dataclasses.fields(args):  # the fields annotated int (not float) take integers only
+    for field in dataclasses.fields(args):  # the fields annotated int (or None) take integers only
         kinds, value = typing.get_args(field.type) or (field.type,), getattr(args, field.name)
-        if int in kinds and float not in kinds and value is not None and (
+        if set(kinds) - {type(None)} == {int} and value is not None and (
                 isinstance(value, bool) or not isinstance(value, int)):
             raise RefusedError(f"{field.name}={value!r} is not accepted: {field.name} must be an integer")
     if args.agent.if_multi_agent:  # VDN, QMIX, QTRAN, COMA: a common reward only
@@ -1400,14 +1412,14 @@ def replay_capacity(env_info: "EnvInfo", default: int, states_per_entry: int = 0
 
 
 def network_shape(settings: "Arguments | dict") -> "int | NetShape":
-    """An agent's net_dim from Arguments or config.json: the int, or a NetShape where any of its fields is set."""
+    """The agents' net_dim from Arguments or config.json: net_dims' int, or a NetShape of its widths, activation and
+    recurrent cell where any is more than one width."""
     get = settings.get if isinstance(settings, dict) else lambda name: getattr(settings, name)
-    net_dim, net_dims, activation, cell = (
-        get(name) for name in ("net_dim", "net_dims", "activation", "recurrent_cell"))
-    if net_dims is None and activation is None and cell is None:
-        return net_dim
-    return NetShape(tuple(net_dims) if net_dims is not None else (net_dim, net_dim),
-                    activation or "relu", cell or "lstm")
+    net_dims, activation, cell = (get(name) for name in ("net_dims", "activation", "recurrent_cell"))
+    if isinstance(net_dims, int) and activation is None and cell is None:
+        return net_dims
+    widths = (net_dims, net_dims) if isinstance(net_dims, int) else tuple(net_dims)
+    return NetShape(widths, activation or "relu", cell or "lstm")
 
 
 def parse_overrides(argv: list[str]) -> dict:
@@ -1427,10 +1439,13 @@ def parse_overrides(argv: list[str]) -> dict:
     return overrides
 
 
-def parse_widths(net_dims: tuple | list | str | None) -> tuple[int, ...] | None:
-    """net_dims as a tuple of positive ints, from "400,300" or "400x300", a list (config.json) or a tuple."""
-    if net_dims is None:
-        return None
+def parse_widths(net_dims: int | tuple | list | str | None) -> int | tuple[int, ...] | None:
+    """net_dims as a positive int, or a tuple of them from "400,300" or "400x300", a list (config.json) or a tuple."""
+    if net_dims is None or isinstance(net_dims, int) and not isinstance(net_dims, bool) and net_dims > 0:
+        return net_dims
+    if isinstance(net_dims, (int, float)):
+        raise RefusedError(f"net_dims={net_dims!r} is not accepted: net_dims must be an integer > 0 (two layers of "
+                           f"it) or the widths of the hidden layers, e.g. net_dims=400,300")
     parts = re.split(r"[,x]", net_dims) if isinstance(net_dims, str) else list(net_dims)
     try:
         widths = tuple(int(part) for part in parts)
@@ -1456,6 +1471,8 @@ def parse_value(key: str, text: str, types: tuple) -> typing.Any:
             try:
                 return kind(text)
             except ValueError:
+                if str in types:  # net_dims: an int or widths such as 400,300
+                    return text
                 raise RefusedError(f"{key}={text!r} is not accepted: {key} takes "
                                    f"{'an integer' if kind is int else 'a number'}"
                                    f"{' or None' if type(None) in types else ''}") from None
@@ -1901,8 +1918,7 @@ def resume(cwd: str, /, **overrides) -> dict:
     config_path = os.path.join(cwd, "config.json")
     if not os.path.isfile(config_path):
         raise MissingRunError(f"resume needs {config_path}, the settings of the run to continue")
-    with open(config_path) as f:
-        config = {RENAMED.get(key, key): value for key, value in json.load(f).items()}  # a run from before a rename
+    config = read_config(config_path)
     if "env" not in overrides:  # an instance that config.json cannot rebuild can be passed again
         config["env"] = env_from_config(config["env"])
     if "recurrent_cell" not in config and Arguments(agent=config["agent"]).get_agent_class().if_recurrent:

@@ -911,7 +911,7 @@ class AgentOffPolicy(AgentBase):
     explore_action (how to explore), get_next_q (the bootstrap value), get_obj_critic, get_obj_actor, extra_update."""
 
     if_off_policy = True
-    train_defaults = dict(net_dim=128, batch_size=128, buffer_size=2 ** 20, steps_per_round=256, repeat_times=1.0,
+    train_defaults = dict(net_dims=128, batch_size=128, buffer_size=2 ** 20, steps_per_round=256, repeat_times=1.0,
                           num_envs=1, num_workers=1,
                           # random warm-up as the TD3 paper's (section 6.1); History/UPDATE_LOG.md, 2026-11-22
                           random_steps=10_000,
@@ -1527,7 +1527,7 @@ class AgentOnPolicy(AgentBase):
     if_image_states = True  # ActorPPO, ActorDiscretePPO and CriticValue take images (AgentNet.mlp)
     act_class, cri_class = ActorPPO, CriticValue
     # one step on a short rollout (A2C's); agents that step more than once on it add batch_size and repeat_times
-    train_defaults = dict(net_dim=64, steps_per_round=256, num_envs=8, num_workers=1,
+    train_defaults = dict(net_dims=64, steps_per_round=256, num_envs=8, num_workers=1,
                           if_multiprocess=False)  # not measured faster in processes
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
                           actor_learning_rate=None,  # None: learning_rate

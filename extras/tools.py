@@ -19,7 +19,7 @@ from matplotlib.figure import Figure  # the object API: no pyplot, no global bac
 import AgentRun
 from AgentNet import is_image
 from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, EnvInfo, MissingRunError, agent_settings, build_agent,
-                      env_from_config, parse_overrides, make_env, run_episodes)
+                      env_from_config, parse_overrides, make_env, read_config, run_episodes)
 from AgentZoo import AgentBase, RefusedError, load_weights
 
 
@@ -32,8 +32,7 @@ def read_run(cwd: str, command: str) -> dict:
         if not os.path.isfile(path):
             raise MissingRunError(f"{command} needs {path} ({what}); is {cwd!r} the cwd of a run that has evaluated at "
                                   f"least once?")
-    with open(config_path) as f:
-        return json.load(f)
+    return read_config(config_path)
 
 
 def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None) -> AgentBase:

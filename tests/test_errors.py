@@ -81,7 +81,8 @@ def test_unknown_key_names_the_valid_ones():
         parse_overrides(["learning_rat=0.1"])
 
 
-@pytest.mark.parametrize("old, new", [("target_step", "steps_per_round"), ("max_memo", "buffer_size")])
+@pytest.mark.parametrize("old, new", [("target_step", "steps_per_round"), ("max_memo", "buffer_size"),
+                                      ("net_dim", "net_dims")])
 def test_a_renamed_field_is_refused_with_its_new_name(old, new):
     message = rf"{old}= is not accepted: it was renamed {new}= \(the same value\); pass {new}=512"
     with pytest.raises(ValueError, match=message):
@@ -115,7 +116,7 @@ def test_override_of_the_wrong_type(item, message):
 
 @pytest.mark.parametrize("field, value, accepted", [
     ("gamma", 1.5, r"in \(0, 1\]"), ("gamma", 0.0, r"in \(0, 1\]"), ("learning_rate", -1e-3, "> 0"),
-    ("batch_size", 0, "> 0"), ("net_dim", -8, "> 0"), ("buffer_size", 0, "> 0"), ("eval_times", 0, "> 0"),
+    ("batch_size", 0, "> 0"), ("net_dims", -8, "> 0"), ("buffer_size", 0, "> 0"), ("eval_times", 0, "> 0"),
     ("soft_update_tau", 2.0, r"in \(0, 1\]"), ("eval_gap", -1.0, ">= 0"), ("batch_size", 32.5, "integer"),
     ("random_steps", -1, ">= 0"), ("random_steps", 100.5, "integer"),
     ("seed", 1.5, "integer"), ("eval_times", 2.5, "integer"),  # integer fields by their annotation

@@ -101,7 +101,7 @@ def test_command_line_sac_solves_pendulum_and_writes_its_outputs(tmp_path):
 
     config = json.loads((cwd / "config.json").read_text())
     assert config["agent"] == "AgentSAC" and config["env"] == "Pendulum-v1" and config["target_return"] == -200.0
-    assert config["net_dim"] is not None and config["gamma"] is not None  # defaults recorded as used
+    assert config["net_dims"] is not None and config["gamma"] is not None  # defaults recorded as used
     with open(cwd / "recorder.csv") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["step", "seconds", "avg_return", "std_return", "explore_return", "min_return", "max_return",
@@ -109,7 +109,7 @@ def test_command_line_sac_solves_pendulum_and_writes_its_outputs(tmp_path):
     assert float(rows[-1]["avg_return"]) >= -200
     assert [int(r["step"]) for r in rows] == sorted(int(r["step"]) for r in rows)
 
-    actor = ActorSAC(config["net_dim"], 3, 1)
+    actor = ActorSAC(config["net_dims"], 3, 1)
     actor.load_state_dict(torch.load(cwd / "actor.pt", weights_only=True))
     env = gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), np.float32(-1), np.float32(1))
     state, _ = env.reset(seed=123)

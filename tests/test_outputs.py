@@ -89,7 +89,7 @@ def test_replay_writes_a_gif_and_reports_returns(short_run):
     assert result["frames"] > 1 and 0 < result["avg_length"] <= 500
     # the evaluation episodes of actor.pt on CartPole-v1 envs seeded as replay seeds them (the run's seed + i): one
     # reward per step, and the GIF one frame per step of the first
-    agent = AgentDiscretePPO(json.loads((cwd / "config.json").read_text())["net_dim"], 4, 2, device="cpu")
+    agent = AgentDiscretePPO(json.loads((cwd / "config.json").read_text())["net_dims"], 4, 2, device="cpu")
     agent.act.load_state_dict(torch.load(cwd / "actor.pt", weights_only=True))
     envs = [gym.make("CartPole-v1") for _ in range(2)]
     for seed, env in enumerate(envs):

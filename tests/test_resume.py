@@ -135,8 +135,8 @@ def test_a_resumed_run_starts_from_the_saved_networks_optimizers_buffer_and_rand
 
 
 def test_a_run_from_before_the_renames_resumes(tmp_path):
-    """config.json written before target_step and max_memo were renamed (steps_per_round, buffer_size) resumes with
-    its values under the new names."""
+    """config.json written before target_step, max_memo and net_dim were renamed (steps_per_round, buffer_size,
+    net_dims) resumes with its values under the new names."""
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentDQN", env="CartPole-v1", cwd=cwd, break_step=1024, steps_per_round=128,
                                  buffer_size=4096, eval_gap=0, if_multiprocess=False))
@@ -144,12 +144,14 @@ def test_a_run_from_before_the_renames_resumes(tmp_path):
     with open(config_path) as f:
         config = json.load(f)
     config["target_step"], config["max_memo"] = config.pop("steps_per_round"), config.pop("buffer_size")
+    config["net_dim"], config["net_dims"] = config["net_dims"], None  # net_dims None: two layers of net_dim
     with open(config_path, "w") as f:
         json.dump(config, f)
     AgentRun.resume(cwd, break_step=2048)
     with open(config_path) as f:
         config = json.load(f)
     assert (config["steps_per_round"], config["buffer_size"]) == (128, 4096) and "target_step" not in config
+    assert config["net_dims"] == AgentRun.AGENT_CLASSES["AgentDQN"].train_defaults["net_dims"] and "net_dim" not in config
     assert AgentRun.read_run_state(cwd)["step"] >= 2048
 
 
@@ -331,7 +333,7 @@ def test_runs_on_vector_envs_resume(agent, extra, tmp_path):
     assert result["stop_reason"] == f"reached break_step {2 * extra['break_step']}"
     agent_class = getattr(AgentRun.AgentZoo, agent)
     buffer = ReplayBuffer(2 ** 20, 4, 2, if_discrete=True) if agent_class.if_off_policy else AgentRun.RolloutBuffer()
-    run_state = load_checkpoint(cwd, agent_class(agent_class.train_defaults["net_dim"], 4, 2, device="cpu"), buffer)
+    run_state = load_checkpoint(cwd, agent_class(agent_class.train_defaults["net_dims"], 4, 2, device="cpu"), buffer)
     assert type(run_state["episodes"]) is int and run_state["episodes"] > 0
 
 

@@ -100,7 +100,7 @@ def test_evaluation_leaves_the_statistics_and_a_resume_carries_them(tmp_path):
     shown = replay(cwd, episodes=2)
     actor = torch.load(os.path.join(cwd, "actor.pt"), weights_only=True)
     with open(os.path.join(cwd, "config.json")) as f:
-        net_dim = json.load(f)["net_dim"]
+        net_dim = json.load(f)["net_dims"]
     returns = {}
     for if_state_norm in (True, False):
         agent = AgentDiscretePPO(net_dim, 4, 2, device="cpu", if_state_norm=if_state_norm)
