@@ -10,6 +10,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "learning: trains an agent to a return (-m 'not learning' skips them)")
+    config.addinivalue_line("markers", "slow: a run of the loops of 1.5 s or more, with processes, resumes or replays "
+                                       "(-m 'not learning and not slow': the quick subset for an edit loop)")
 
 
 @pytest.fixture(autouse=True)

@@ -56,6 +56,7 @@ def step_in_child(shared: AgentA3C):
     optimizer_step(worker.act_optimizer, actor_loss(worker))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_a_step_in_another_process_moves_the_shared_weights_and_statistics(start_method):
     shared, _ = shared_and_worker()
@@ -77,6 +78,7 @@ def test_discrete_a3c_learns_cartpole(tmp_path):
     assert result["if_solved"], result
 
 
+@pytest.mark.slow
 def test_a3c_resumes_from_its_checkpoint(tmp_path, saves_and_restores):
     """The shared agent of the resumed run starts as the first session's checkpoint left it: networks, the shared
     optimizers' statistics and the recorder's random draws."""
@@ -95,6 +97,7 @@ def test_a3c_resumes_from_its_checkpoint(tmp_path, saves_and_restores):
     assert_same(last_checkpoint, restored[0])
 
 
+@pytest.mark.slow
 def test_a_killed_worker_stops_the_run_with_an_error_and_no_orphans(tmp_path):
     cwd = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "AgentRun.py", "agent=AgentA3C", "env=Pendulum-v1", f"cwd={cwd}",

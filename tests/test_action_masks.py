@@ -27,6 +27,7 @@ def masked_env(if_dict=False):
     ("AgentDiscretePPO", True, dict(if_state_norm=True)),  # the mask is read before the statistics standardise it
     ("AgentDiscreteSAC", False, {}),
 ])
+@pytest.mark.slow
 def test_masked_actions_are_never_taken_while_exploring_or_evaluating(tmp_path, agent, if_dict, extra):
     """MaskedEnv raises on an illegal action, which half of the actions of a policy blind to the mask are."""
     result = train_and_evaluate(Arguments(agent=agent, env=masked_env(if_dict), if_action_mask=True, break_step=1200,
@@ -108,6 +109,7 @@ def test_categorical_policies_give_illegal_actions_probability_zero():
     torch.testing.assert_close(sac.entropy_target(state), sac.target_entropy_share * legal.sum(dim=1).float().log())
 
 
+@pytest.mark.slow
 def test_an_exported_masked_policy_acts_on_legal_actions_without_the_library(tmp_path):
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentDiscretePPO", env="Taxi-v4", if_action_mask=True, break_step=512,

@@ -81,6 +81,7 @@ def test_explorer_priorities_by_hand_and_stored_in_place_of_the_largest():
     assert torch.allclose(small.sum_tree[0][:3], priorities[1:]) and small.rewards.tolist()[0] == pytest.approx(1.9)
 
 
+@pytest.mark.slow
 def test_two_explorer_processes_and_their_epsilons(tmp_path, monkeypatch):
     """A multiprocess run of two explorers of two copies each (forked, so that they record what they were told):
     explorer w's copies are the actors 2 w and 2 w + 1 of N = 4; the run learns past break_step (target_return is out of

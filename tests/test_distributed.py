@@ -50,6 +50,7 @@ def learned_networks(world: int, init_file: str) -> dict:
     return dict(results)
 
 
+@pytest.mark.slow
 def test_ranks_that_learn_from_their_own_data_keep_equal_networks(tmp_path):
     """Each rank steps with the mean of both ranks' gradients: equal networks, and not rank 0's alone."""
     together = learned_networks(2, str(tmp_path / "init2"))
@@ -76,6 +77,7 @@ def test_ppo_with_two_ranks_learns_cartpole(tmp_path):
     assert (tmp_path / "run" / "checkpoint" / "run_state.pt").is_file()
 
 
+@pytest.mark.slow
 def test_two_nodes_on_localhost_form_one_job_and_resume_from_rank_0(tmp_path):
     """--nnodes=2, the several-machines path, simulated with two torchrun invocations on this one. Only rank 0 loads
     the checkpoint; every rank of the resumed job starts from it (networks, targets and optimizer states) and ends
@@ -111,6 +113,7 @@ def test_two_nodes_on_localhost_form_one_job_and_resume_from_rank_0(tmp_path):
     assert_same(load_parts(agents[0, "end"]), agents[0, "end"], "rank 0 at the end")
 
 
+@pytest.mark.slow
 def test_a_killed_rank_ends_the_job_with_an_error(tmp_path):
     proc = subprocess.Popen(TORCHRUN + ["--standalone", "--nproc_per_node=2", "AgentRun.py", "agent=AgentSAC",
                                         "env=Pendulum-v1", f"cwd={tmp_path / 'run'}", "target_return=0"],
@@ -152,6 +155,7 @@ def test_bad_settings_under_torchrun_are_refused(overrides, message, monkeypatch
         args.resolve(make_env(args.env)[1])
 
 
+@pytest.mark.slow
 def test_two_ranks_learn_from_pixels_and_stay_equal(tmp_path):
     """MinAtar's bool grids under torchrun: each rank explores and stores its own, the ranks step with the mean
     gradient and end with equal agents; the checkpoint keeps the replay's grids as bool."""

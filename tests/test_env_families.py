@@ -26,6 +26,7 @@ def test_each_family_makes_envs_that_pass_gymnasiums_env_checker(env_id, module,
     env.close()
 
 
+@pytest.mark.slow
 def test_gymnasiums_ids_reach_no_family_and_no_family_is_imported_before_its_first_id():
     assert all(env_family(env_id) is None for env_id in ("CartPole-v1", "Pendulum-v1", "LunarLander-v3", "Ant-v5"))
     code = ("import sys, AgentRun; AgentRun.make_env('CartPole-v1'); "

@@ -178,6 +178,7 @@ def test_cwd_with_an_earlier_run_is_not_mixed(tmp_path):
     assert (cwd / "recorder.csv").read_text() == "step\n"
 
 
+@pytest.mark.slow
 def test_command_line_refuses_unknown_key():
     result = subprocess.run([sys.executable, "AgentRun.py", "no_such_key=1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
@@ -185,6 +186,7 @@ def test_command_line_refuses_unknown_key():
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_command_line_keeps_the_traceback_of_a_bug_and_prints_refused_input_alone(tmp_path):
     """A shape error in an edited agent is a bug: `python AgentRun.py` shows its traceback. Refused input (here a cwd
     with an earlier run) is one line that says what is accepted."""

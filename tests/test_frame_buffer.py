@@ -224,6 +224,7 @@ def test_default_replay_of_large_images_fits_8_gib():
     assert args.buffer_size == 2 ** 10
 
 
+@pytest.mark.slow
 def test_atari_frames_cross_processes_checkpoint_and_resume(tmp_path):
     """Atari's stacks reach the learner from an explorer process, are stored frame by frame, checkpointed in uint8,
     and the run resumes serially with its replay."""

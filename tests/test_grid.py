@@ -61,6 +61,7 @@ def grid(tmp_path_factory):
     return grid_dir, argv, out
 
 
+@pytest.mark.slow
 def test_grid_runs_each_combination_in_its_own_cwd_and_reports_failures(grid):
     grid_dir, _, out = grid
     assert out.returncode == 0, out.stderr
@@ -84,6 +85,7 @@ def test_grid_runs_each_combination_in_its_own_cwd_and_reports_failures(grid):
     assert image.shape[0] > 300 and image.shape[1] > 600
 
 
+@pytest.mark.slow
 def test_grid_started_again_skips_finished_runs_and_refuses_another_grid(grid):
     grid_dir, argv, _ = grid
     finished = os.path.join(grid_dir, "agent=AgentDQN_seed=0")

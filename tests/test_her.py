@@ -124,6 +124,7 @@ def test_bit_flipping_is_solved_by_d3qn_with_hindsight_only(her_k, if_solved, tm
     assert result["if_solved"] == if_solved, result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_envs, num_workers", [(2, 1), (1, 2)])  # one explorer's two copies; two explorers' one
 def test_hindsight_with_vector_envs_in_processes(num_envs, num_workers, tmp_path):
     result = train_and_evaluate(Arguments(agent="AgentTD3", env=make_point_goal_env(), num_envs=num_envs,

@@ -41,6 +41,7 @@ def test_agent_i_s_critic_sees_only_its_own_observation_and_action(what):
     assert (maddpg.cri(*changed(state, action, [1, 2], what))[0] != maddpg.cri(state, action)[0]).all()
 
 
+@pytest.mark.slow
 def test_a_short_run_from_the_command_line_writes_recorder_csv(tmp_path):
     """`python AgentRun.py agent=AgentDiscreteIDDPG env=simple_adversary_v3 ...`, through main's parsing; on a
     competitive env each agent learns its own reward (common_reward False, MADDPG's default)."""

@@ -30,6 +30,7 @@ def test_the_velocities_read_zero_and_the_rest_is_the_base_tasks(env_id):
     assert info.target_return == AgentRun.make_env(base_id)[1].target_return and info.state_dim == observation.shape[0]
 
 
+@pytest.mark.slow
 def test_a_run_by_name_from_the_command_line(tmp_path):
     """A fresh process, where AgentRun is __main__ and the id's entry point imports it by name too."""
     cwd = tmp_path / "run"

@@ -2,6 +2,7 @@
 clamped temperature."""
 import math
 
+import pytest
 import torch
 
 from AgentNet import CriticTwinShared
@@ -101,6 +102,7 @@ def counted_update(agent_class, critic_steps: int, **hyperparameters) -> dict[st
     return counts
 
 
+@pytest.mark.slow
 def test_only_the_actor_waits_for_a_reliable_critic_the_target_and_temperature_step_every_time():
     """The 2020 library's ModSAC soft-updates the critic's target and steps alpha after every critic step and gates
     only the actor: 600 critic steps of an unreliable critic give about 300 actor steps and 600 of the others."""

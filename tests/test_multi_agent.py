@@ -169,6 +169,7 @@ def test_learns_simple_spread(tmp_path, agent, steps, target):
 @pytest.mark.parametrize("agent, steps, settings", [
     ("AgentVDN", 1024, {}), ("AgentDiscreteMADDPG", 1024, {"random_steps": 512}), ("AgentQTRAN", 1024, {}),
     ("AgentDiscreteMAPPO", 2048, {}), ("AgentCOMA", 512, {})])
+@pytest.mark.slow
 def test_a_team_run_resumes_and_replays_as_a_gif(tmp_path, agent, steps, settings, saves_and_restores):
     checkpoints, restored = saves_and_restores
     cwd = str(tmp_path / "run")
@@ -294,6 +295,7 @@ def test_maddpg_critic_i_regresses_onto_its_own_target():
     assert td_errors.shape == (8,)
 
 
+@pytest.mark.slow
 def test_a_team_trains_in_the_multiprocess_loop(tmp_path):
     # the untrained greedy team runs off: -168 at best over this run's evaluations with every optimizer step a no-op
     # (-168 to -205 each); learning, -71 at the first (step 256), evaluated after every round (eval_gap 0)
@@ -326,6 +328,7 @@ def climbing_game_batch(size: int) -> tuple[torch.Tensor, ...]:
     return state, action, reward, torch.zeros(size), state
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent_class, if_optimum", [(AgentQTRAN, True), (AgentVDN, False)])
 def test_qtran_factorises_the_climbing_game_where_vdn_cannot(agent_class, if_optimum):
     torch.manual_seed(0)

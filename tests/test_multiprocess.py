@@ -109,6 +109,7 @@ def test_workers_trajectories_merge_as_one_vector_env():
     assert merged.tolist() == [0.0, 1, 10, 11, 2, 3, 12, 13]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim, workers", [("explorer", 1), ("learner", 1), ("explorer 1", 2)])
 def test_killed_child_stops_the_run_with_an_error_and_no_orphans(victim, workers, tmp_path, start_mp_run):
     proc, pids = start_mp_run(tmp_path / "run", f"num_workers={workers}")
@@ -129,6 +130,7 @@ def test_child_that_raises_stops_the_run_with_its_traceback(tmp_path):
         train_and_evaluate(args)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["stop file", "SIGINT", "SIGINT pressed again and again"])
 def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path, start_mp_run):
     """Ctrl-C only asks for the stop: raised as KeyboardInterrupt at any moment, it could land inside a queue's put
@@ -193,6 +195,7 @@ def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(
     assert saved_step < steps[len(saved_rows)] <= saved_step + 1024  # the counter carries on
 
 
+@pytest.mark.slow
 def test_sigkill_of_every_process_while_checkpoints_are_written_leaves_one_that_loads(tmp_path):
     cwd = str(tmp_path / "run")
     for kill in range(3):  # a checkpoint after every round: killing the whole group often lands inside a write
@@ -209,6 +212,7 @@ def test_sigkill_of_every_process_while_checkpoints_are_written_leaves_one_that_
         assert buffer.cur_len == run_state["step"]
 
 
+@pytest.mark.slow
 def test_serial_checkpoint_resumes_in_the_multiprocess_loop(tmp_path):
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=512, random_steps=256,
@@ -247,6 +251,7 @@ def test_fork_is_not_the_default_where_cuda_is_available(monkeypatch):
         AgentRun.start_method_for("fork")
 
 
+@pytest.mark.slow
 def test_learner_terminated_before_its_final_checkpoint_is_an_error(tmp_path, monkeypatch):
     """A learner that does not leave in time is terminated: its final checkpoint is lost, which is no clean stop."""
     monkeypatch.setattr(AgentRun, "CHILD_EXIT_SECONDS", 2.0)
@@ -291,6 +296,7 @@ def resume_until_a_new_row(cwd: str, *extra):
     return proc, pids
 
 
+@pytest.mark.slow
 def test_parent_exits_promptly_when_the_learner_dies_with_a_long_recorder_history(tmp_path):
     """After the learner's death nobody reads the recorder's state: the parent's exit must not wait for that."""
     cwd = str(tmp_path / "run")
@@ -306,6 +312,7 @@ def test_parent_exits_promptly_when_the_learner_dies_with_a_long_recorder_histor
     assert proc.returncode != 0 and "the learner process was killed by signal 9" in stderr
 
 
+@pytest.mark.slow
 def test_children_leave_a_parent_killed_while_it_passes_on_a_long_recorder_history(tmp_path):
     """Passed through a queue, the recorder's state waits half-written in the pipe until the learner's next checkpoint
     reads it; a parent killed then would leave the learner waiting for the other half forever."""
@@ -368,6 +375,7 @@ def put_whether_sigint_is_ignored(q):
     q.put(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
 
 
+@pytest.mark.slow
 def test_children_start_ignoring_ctrl_c_and_then_ctrl_c_only_asks_for_the_stop():
     """A spawned child, a fresh interpreter, would raise KeyboardInterrupt on a Ctrl-C while it imports: it starts with
     SIGINT ignored. Then, within the block, SIGINT appends to the list and raises nothing; the handler before it is

@@ -287,6 +287,7 @@ def test_serial_ppo_with_state_norm_learns_on_the_inputs_its_log_probs_came_from
     assert len(ratios) == 4 and max(max(pair) for pair in ratios) < 1e-4, ratios
 
 
+@pytest.mark.slow
 def test_multiprocess_ppo_ratio_is_one_at_the_first_minibatch_of_every_round(tmp_path, monkeypatch):
     """The explorer waits for the weights trained on its last rollout: the learner learns every round from the policy
     that acted, with that policy's log-probs, so every round starts at ratio 1, and recorder.csv says so

@@ -83,6 +83,7 @@ def test_noisy_layers_explore_without_epsilon_unless_it_is_set(overrides, epsilo
     args.resolve(make_env(args.env)[1])
     assert args.explore_rate == epsilon
 
+@pytest.mark.slow
 def test_replay_writes_a_gif_and_reports_returns(short_run):
     cwd, _ = short_run
     result = replay(str(cwd), episodes=2)
@@ -100,6 +101,7 @@ def test_replay_writes_a_gif_and_reports_returns(short_run):
         assert gif.n_frames > 1
 
 
+@pytest.mark.slow
 def test_replay_from_the_command_line(short_run):
     cwd, _ = short_run
     out = subprocess.run([sys.executable, "AgentRun.py", f"replay={cwd}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -107,6 +109,7 @@ def test_replay_from_the_command_line(short_run):
     assert re.search(r"2 episodes: return [-\d.]+ \+- [\d.]+, length \d+ \+- \d+", out.stdout)  # eval_times of the run
 
 
+@pytest.mark.slow
 def test_replay_without_actor_names_the_file(short_run, tmp_path):
     cwd, _ = short_run
     (tmp_path / "config.json").write_text((cwd / "config.json").read_text())
@@ -156,6 +159,7 @@ def test_a_pretrained_run_for_each_benchmark_task():
         "AgentSAC_Pendulum-v1", "AgentTD3_FetchReach-v4"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", PRETRAINED, ids=os.path.basename)
 def test_pretrained_run_replays_on_a_fresh_checkout(run, tmp_path):
     """Its config.json and actor.pt are all replay needs; replay seeds its episodes from config.json."""

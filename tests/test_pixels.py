@@ -129,6 +129,7 @@ def test_rollout_keeps_bool_images():
     assert agent.update_net(buffer, 4, 1)["obj_critic"] >= 0
 
 
+@pytest.mark.slow
 def test_r2d2_sequences_keep_frames_in_their_dtype():
     """R2D2's sequence replay stores explored frames and their bootstrap frames as uint8, (S, window, *shape), and
     learns from them."""
@@ -166,6 +167,7 @@ def test_image_task_learned(tmp_path, agent, break_step):
     assert result["if_solved"], result
 
 
+@pytest.mark.slow
 def test_r2d2_remembers_what_an_earlier_frame_showed(tmp_path):
     """ImageMemoryEnv: the side is seen only at the first step, so every one of 32 evaluation episodes paid means the
     recurrent core carried it (chance: 2^-32). At seed 0 R2D2 gets there at 1,024 steps; D3QN, without memory, stays
@@ -216,6 +218,7 @@ def test_atari_preprocessing_and_raw_scores():
     assert args.if_clip_reward is True
 
 
+@pytest.mark.slow
 def test_atari_frame_stack_by_setting():
     """frame_stack=1 (issue 43's Atari for agents with memory): one 84x84 frame a state, in the explorer's and the
     evaluator's envs alike; the replay keeps a frame a transition, and R2D2's default image replay holds 4x the
@@ -234,6 +237,7 @@ def test_atari_frame_stack_by_setting():
     assert {env.reset(seed=0)[0].shape for env in evaluator.eval_envs} == {(1, 84, 84)}
 
 
+@pytest.mark.slow
 def test_atari_frame_stack_run_resumes_and_replays(tmp_path):
     """A run with frame_stack=1 records it in config.json, and its multiprocess explorer, its resume (serial) and its
     replay all make one-frame states: the stored frames are single 84x84 frames, and the resumed run's network (whose
@@ -302,6 +306,7 @@ def test_car_racing_takes_the_continuous_on_policy_agents():
         Arguments(agent="AgentSAC", env="CarRacing-v3").resolve(env_info)
 
 
+@pytest.mark.slow
 def test_car_racing_id_coasts_at_the_neutral_action_and_holds_each_action_two_frames():
     """The id's actions (AgentRun.make_car_racing_env): the agents' [-1, 1] box on every axis, gas and brake taken from
     above 0 (a negative pedal is none), so the neutral action neither brakes nor accelerates; each step two frames,
@@ -351,6 +356,7 @@ def test_agent_without_image_networks_refused(tmp_path):
 # ---- loops ----
 
 
+@pytest.mark.slow
 def test_multiprocess_run_on_frames_then_resume_and_replay(tmp_path):
     """MinAtar's bool grids cross from the explorer process to the learner as they are, the checkpoint keeps the
     replay buffer in that dtype, and the run resumes (serially) and replays from its id."""

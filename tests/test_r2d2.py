@@ -206,6 +206,7 @@ def test_two_explorers_rounds_are_cut_into_sequences_of_each_copy_alone():
     assert sequences(merged) == sequences(*alone)
 
 
+@pytest.mark.slow
 def test_r2d2_trains_in_explorer_processes(tmp_path):
     result = train_and_evaluate(Arguments(agent="AgentR2D2", env="CartPoleNoVel-v1", seed=0, cwd=str(tmp_path / "run"),
                                           num_workers=2, num_envs=2, break_step=1500, eval_times=2))
@@ -235,6 +236,7 @@ def test_evaluation_is_greedy_from_a_zero_memory_per_episode():
         agent.select_action(np.zeros((3, 1), np.float32))
 
 
+@pytest.mark.slow
 def test_resume_restarts_every_memory_and_keeps_the_replayed_sequences(tmp_path, capsys):
     cwd = str(tmp_path / "run")
     common = dict(agent="AgentR2D2", env="CartPoleNoVel-v1", seed=0, cwd=cwd, eval_times=2, eval_gap=0)

@@ -183,6 +183,7 @@ def test_a_gru_core_runs_a_sequence_in_spans_that_equal_its_cell_step_by_step():
         torch.testing.assert_close(grad, by_step)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["AgentDiscreteRecurrentPPO", "AgentR2D2"])
 def test_a_gru_run_trains_resumes_and_its_saved_actor_acts(agent, tmp_path):
     """recurrent_cell=gru end to end: the run trains, its config.json rebuilds the GRU actor that actor.pt holds
@@ -198,6 +199,7 @@ def test_a_gru_run_trains_resumes_and_its_saved_actor_acts(agent, tmp_path):
         assert saved["tensors"][-1].shape[1:] == (1, 128)
 
 
+@pytest.mark.slow
 def test_the_default_cell_is_a_gru_and_a_run_from_before_the_setting_resumes_with_its_lstm(tmp_path):
     """R2D2 and recurrent PPO default to a GRU; a config.json without recurrent_cell (written before it existed, by an
     LSTM run) resumes with an LSTM, which its checkpoint's weights need."""
@@ -225,6 +227,7 @@ def test_a_recurrent_cell_it_cannot_use_is_refused(agent, cell, message, tmp_pat
         args.resolve(make_env(args.env)[1])
 
 
+@pytest.mark.slow
 def test_explorer_processes_carry_their_memories_and_every_round_starts_at_ratio_1(tmp_path):
     """Two explorer processes of two env copies each: the learner takes their rollouts, with the memories each started
     from, as four copies side by side, and replays each round's first minibatch with the policy that acted."""
@@ -258,6 +261,7 @@ def test_it_learns_cartpole_without_velocities_where_ppo_without_memory_does_not
     assert result["if_solved"] == if_solved, result
 
 
+@pytest.mark.slow
 def test_resume_restarts_every_memory_at_the_next_episode_start_and_says_so(tmp_path, capsys):
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentDiscreteRecurrentPPO", env="CartPoleNoVel-v1", seed=0, cwd=cwd,

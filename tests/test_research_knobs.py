@@ -111,6 +111,7 @@ print(policy(torch.load(sys.argv[2])).tolist())
 @pytest.mark.parametrize("agent, env, extra", [("AgentPPO", "Pendulum-v1", dict(if_state_norm=True, break_step=4096)),
                                                ("AgentDiscretePPO", "CartPole-v1", dict(break_step=4096)),
                                                ("AgentRainbow", "CartPole-v1", dict(break_step=1500, random_steps=1000))])
+@pytest.mark.slow
 def test_an_exported_actor_acts_with_torch_alone_as_select_action(agent, env, extra, tmp_path):
     """export=<cwd> writes the best actor as TorchScript: loaded in a fresh process that imports torch and nothing of the
     library, it takes select_action's deterministic actions, state normalisation included (Rainbow: noisy layers at
@@ -238,6 +239,7 @@ def test_a_dqn_trains_on_a_dict_observation_from_the_command_line(tmp_path):
                                                          "clip_fraction", "clip_fraction_start", "explained_variance"]),
     ("AgentTRPO", "Pendulum-v1", dict(break_step=4096), ["explained_variance"]),
 ])
+@pytest.mark.slow
 def test_recorder_rows_hold_what_the_field_reads_to_debug_a_run(agent, env, extra, columns, tmp_path):
     """Every row: the evaluation's min, max and mean episode length beside its mean; each family's own diagnostics
     (epsilon, alpha, the off-policy critic's mean Q; PPO's approximate KL, clip fraction and entropy at the round's first minibatch and over it; the
@@ -349,6 +351,7 @@ def test_net_dims_and_activation_shape_every_mlp(agent, env):
         assert 64 in widths and 32 in widths and 128 not in widths and 256 not in widths, (agent, widths)
 
 
+@pytest.mark.slow
 def test_a_shaped_run_resumes_and_replays_with_the_same_networks(tmp_path):
     import AgentRun
 

@@ -117,6 +117,7 @@ def saves_and_restores(monkeypatch):
 
 @pytest.mark.parametrize("agent, extra", [("AgentSAC", dict(break_step=768, random_steps=256)),  # replay, alpha
                                            ("AgentDiscretePPO", dict(break_step=4096))])  # no buffer in the checkpoint
+@pytest.mark.slow
 def test_a_resumed_run_starts_from_the_saved_networks_optimizers_buffer_and_random_draws(agent, extra, tmp_path,
                                                                                            saves_and_restores):
     saved, restored = saves_and_restores
@@ -134,6 +135,7 @@ def test_a_resumed_run_starts_from_the_saved_networks_optimizers_buffer_and_rand
     assert_same(last_saved, restored[0])  # what the first session's last checkpoint held, the second starts from
 
 
+@pytest.mark.slow
 def test_a_run_from_before_the_renames_resumes(tmp_path):
     """config.json written before target_step, max_memo and net_dim were renamed (steps_per_round, buffer_size,
     net_dims) resumes with its values under the new names."""
@@ -196,6 +198,7 @@ def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
     assert steps[saved_rows] == saved_step + 256  # the step counter carries on from the checkpoint
 
 
+@pytest.mark.slow
 def test_sigkill_while_checkpoints_are_written_leaves_one_that_loads(tmp_path):
     cwd = str(tmp_path / "run")
     for kill in range(3):  # a checkpoint after every round: a kill often lands inside a write
@@ -256,6 +259,7 @@ def test_truncated_checkpoint_names_the_file(tmp_path):
         load_checkpoint(str(tmp_path), *fresh_sac_and_buffer())
 
 
+@pytest.mark.slow
 def test_resume_without_checkpoint(tmp_path):
     with pytest.raises(FileNotFoundError, match="holds no run to resume"):
         train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=str(tmp_path / "none"), if_resume=True))
@@ -312,6 +316,7 @@ def test_check_finite_finds_the_first_bad_step_in_both_trajectory_layouts():
 
 @pytest.mark.parametrize("agent, env, extra", [("AgentSAC", "Pendulum-v1", dict(break_step=1024, random_steps=256)),
                                                ("AgentDiscretePPO", "CartPole-v1", dict(break_step=6144))])
+@pytest.mark.slow
 def test_same_seed_gives_the_same_record(agent, env, extra, tmp_path):
     records = []
     for name in ("a", "b"):
@@ -323,6 +328,7 @@ def test_same_seed_gives_the_same_record(agent, env, extra, tmp_path):
 
 @pytest.mark.parametrize("agent, extra", [("AgentDiscretePPO", dict(break_step=4096)),  # its default: 8 envs
                                            ("AgentDQN", dict(break_step=1024, num_envs=4))])
+@pytest.mark.slow
 def test_runs_on_vector_envs_resume(agent, extra, tmp_path):
     """A serial run whose explorer steps a vector env checkpoints plain numbers (the vector wrapper counts episodes
     in numpy integers, which weights_only loading refuses) and resumes from them."""
@@ -337,6 +343,7 @@ def test_runs_on_vector_envs_resume(agent, extra, tmp_path):
     assert type(run_state["episodes"]) is int and run_state["episodes"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["stop file", "SIGINT"])
 def test_stop_file_and_ctrl_c_stop_cleanly_with_everything_saved(how, tmp_path):
     cwd = str(tmp_path / "run")
@@ -376,6 +383,7 @@ class Killed(BaseException):
     """A kill the loop cannot catch: nothing is saved after it, as after SIGKILL."""
 
 
+@pytest.mark.slow
 def test_resume_drops_what_the_run_recorded_after_its_checkpoint(tmp_path, monkeypatch):
     """Rows and a better actor.pt written after the last checkpoint are undone by resume: recorder.csv is rewritten
     from the checkpoint's rows (steps strictly increase) and actor.pt is the actor of the best row that remains."""
@@ -426,6 +434,7 @@ def test_checkpoint_holds_only_the_stored_part_of_the_buffer(tmp_path):
     assert 10_000 * per_transition <= sizes[10_000] < 10_000 * per_transition + 10_000
 
 
+@pytest.mark.slow
 def test_checkpoint_without_the_buffer_resumes_and_refills_it(tmp_path):
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=512, random_steps=256,
@@ -441,6 +450,7 @@ def test_checkpoint_without_the_buffer_resumes_and_refills_it(tmp_path):
     assert buffer.cur_len == 0 and not os.path.exists(os.path.join(cwd, "checkpoint", "buffer.pt"))
 
 
+@pytest.mark.slow
 def test_resume_and_replay_rebuild_the_env_instance_with_its_kwargs_and_time_limit(tmp_path):
     """config.json records an instance's whole spec: trained with g=3.0 and 50-step episodes, replayed and resumed
     with them (the id alone would give g=10.0 and 200 steps)."""

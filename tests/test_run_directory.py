@@ -43,6 +43,7 @@ def payloads(marker) -> list[dict]:
     (2, r"env id 'Evil-v0', which is not registered in this process; register it"),
     (3, r"MultiAgentEnv\(module='this'\) is not accepted"),
 ])
+@pytest.mark.slow
 def test_a_config_that_names_code_is_refused_by_resume_and_replay_without_running_it(payload, message, tmp_path):
     cwd, marker = str(tmp_path / "run"), tmp_path / "pwned"
     tiny_run(cwd)
@@ -54,6 +55,7 @@ def test_a_config_that_names_code_is_refused_by_resume_and_replay_without_runnin
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_grid_started_again_refuses_a_run_whose_config_names_code(tmp_path):
     grid, marker = tmp_path / "grid", tmp_path / "pwned"
     argv = ["agent=AgentDQN", "env=CartPole-v1", "seed=0,1", "break_step=512", "eval_gap=0", "eval_times=1",
@@ -67,6 +69,7 @@ def test_a_grid_started_again_refuses_a_run_whose_config_names_code(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_an_instance_with_kwargs_and_a_time_limit_is_still_rebuilt(tmp_path):
     cwd = str(tmp_path / "run")
     tiny_run(cwd)

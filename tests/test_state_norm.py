@@ -84,6 +84,7 @@ def test_a_copied_actor_acts_on_the_same_inputs():
     assert (copy.select_action(state, deterministic=True) == agent.select_action(state, deterministic=True)).all()
 
 
+@pytest.mark.slow
 def test_evaluation_leaves_the_statistics_and_a_resume_carries_them(tmp_path):
     """The statistics count exactly the explored states: none of the evaluation episodes', and a resumed run goes
     on from the checkpoint's count."""
@@ -112,6 +113,7 @@ def test_evaluation_leaves_the_statistics_and_a_resume_carries_them(tmp_path):
     assert shown["avg_return"] == returns[True] != returns[False], (shown, returns)
 
 
+@pytest.mark.slow
 def test_the_multiprocess_learner_sends_the_statistics_to_the_explorer(tmp_path):
     cwd = str(tmp_path / "run")
     result = train_and_evaluate(Arguments(agent="AgentPPO", env="Pendulum-v1", if_state_norm=True, if_multiprocess=True,
@@ -160,6 +162,7 @@ def merge_own_states(rank: int, world: int, init_file: str, results):
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_data_parallel_ranks_merge_every_ranks_states(tmp_path):
     results = mp.Manager().dict()
     mp.spawn(merge_own_states, args=(2, str(tmp_path / "init"), results), nprocs=2)
