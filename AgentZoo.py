@@ -1109,7 +1109,7 @@ class AgentDQN(ActionMasks, AgentOffPolicy):
     """Deep Q-Network (Mnih et al. 2015) with a soft-updated target network, epsilon-greedy and the Huber loss."""
 
     if_discrete = True
-    if_image_states = True  # the DQN family up to Rainbow: its Q-networks take images (AgentNet.mlp)
+    if_image_states = True  # the DQN family up to Rainbow: its Q-networks take images (AgentNet.state_mlp)
     # reward_scale 0.1 keeps Q where Huber is quadratic; 0.5 updates of 64 per step (History/UPDATE_LOG.md, 2026-11-23)
     hyper_defaults = AgentOffPolicy.hyper_defaults | dict(explore_rate=0.1,  # epsilon, the chance of a random action
                                                      learning_rate=1e-3, soft_update_tau=0.02, reward_scale=0.1,
@@ -1524,7 +1524,7 @@ class AgentOnPolicy(AgentBase):
     surrogate; update_net differs: VPG, TRPO (actor once, critic in epochs), A2C (both once), PPO (epochs)."""
 
     if_off_policy = False
-    if_image_states = True  # ActorPPO, ActorDiscretePPO and CriticValue take images (AgentNet.mlp)
+    if_image_states = True  # ActorPPO, ActorDiscretePPO and CriticValue take images (AgentNet.state_mlp)
     act_class, cri_class = ActorPPO, CriticValue
     # one step on a short rollout (A2C's); agents that step more than once on it add batch_size and repeat_times
     train_defaults = dict(net_dims=64, steps_per_round=256, num_envs=8, num_workers=1,
@@ -1895,7 +1895,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     n-step double-Q targets rescaled by h (value_rescale, 2.3; so no reward clipping), masked to each episode.
     Sizes scaled down from the paper's 80 + 40. Refused: torchrun, state normalisation, action masks, export."""
 
-    if_image_states = True  # QNetRecurrentDuel's core encodes images (AgentNet.mlp); its sequences keep their dtype
+    if_image_states = True  # QNetRecurrentDuel's core encodes images (AgentNet.state_mlp); sequences keep their dtype
     if_recurrent = True
     cri_class = QNetRecurrentDuel
     net_keywords = ()  # epsilon-greedy only: the recurrent Q-network has no noisy layers
