@@ -303,9 +303,12 @@ class Actor(nn.Module):
 
 
 class ActorSAC(nn.Module):
-    """Tanh-squashed Gaussian policy: a = tanh(u), u ~ N(mean(s), std(s))."""
+    """Tanh-squashed Gaussian policy: a = tanh(u), u ~ N(mean(s), std(s)). The mean and log std are bounded: an
+    unbounded mean drifted to |u| ~ 90 on Hardcore and its log pi (~300) drove the soft targets to -30,000
+    (History/UPDATE_LOG.md, 2026-11-28; tests/test_sac_bounds.py)."""
 
-    log_std_min, log_std_max = -16.0, 2.0  # keeps exp() and the log-prob finite
+    log_std_min, log_std_max = -5.0, 2.0  # Yarats' pytorch_sac bounds: the density of a sample stays resolvable
+    mean_max = 5.0  # |pre-tanh mean| soft bound: tanh(5) = 0.99991, and log(1 - tanh(u)^2) stays above -9 per dimension
 
     trunk = staticmethod(mlp)  # state_mlp where the states may be images (ActorSACEncoded)
 
@@ -316,7 +319,7 @@ class ActorSAC(nn.Module):
 
     def get_mean_log_std(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.net(self.state_norm(state)).chunk(2, dim=-1)  # (batch, action_dim) each
-        return mean, log_std.clamp(self.log_std_min, self.log_std_max)
+        return self.mean_max * (mean / self.mean_max).tanh(), log_std.clamp(self.log_std_min, self.log_std_max)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """The deterministic action used for evaluation: tanh of the mean."""
