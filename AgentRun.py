@@ -87,7 +87,8 @@ class Arguments:
     soft_update_tau: float | None = None  # target <- tau*online + (1-tau)*target, 0 < tau <= 1
     buffer_size: int | None = None  # replay capacity in transitions (ACER: rollouts; R2D2: sequences), > 0
     steps_per_round: int | None = None  # environment steps explored between two updates (all envs together), > 0
-    repeat_times: float | None = None  # off-policy: gradient steps per explored step; on-policy: epochs; > 0
+    replay_ratio: float | None = None  # gradient steps per explored step (off-policy; ACER: replays per rollout), > 0
+    epochs: float | None = None  # on-policy: passes over each rollout (PPO's minibatches; VPG's and TRPO's critic), > 0
     num_envs: int | None = None  # environments the explorer steps side by side (a vector env where > 1), > 0
     env_backend: str = "gymnasium"  # explorer's envs: gymnasium or envpool (extras.envpool_backend); eval: gymnasium
     random_steps: int | None = None  # off-policy: steps of uniformly random actions before learning starts, >= 0
@@ -151,9 +152,11 @@ class Arguments:
     target_step: dataclasses.InitVar[None] = None  # renamed (RENAMED): refused with the new name
     max_memo: dataclasses.InitVar[None] = None
     net_dim: dataclasses.InitVar[None] = None
+    repeat_times: dataclasses.InitVar[None] = None
 
-    def __post_init__(self, target_step, max_memo, net_dim):
-        refuse_renamed({"target_step": target_step, "max_memo": max_memo, "net_dim": net_dim})
+    def __post_init__(self, target_step, max_memo, net_dim, repeat_times):
+        refuse_renamed({"target_step": target_step, "max_memo": max_memo, "net_dim": net_dim,
+                        "repeat_times": repeat_times})
 
     def get_agent_class(self) -> type:
         if isinstance(self.agent, type) and issubclass(self.agent, AgentBase):
@@ -305,8 +308,9 @@ class Learner:
         self.run_state = start_state(args, self.agent, self.buffer) if if_restore else dict(NEW_RUN)
         self.step, self.episodes = self.run_state["step"], self.run_state["episodes"]
         self.batch_size = None if args.batch_size is None else args.batch_size // world
-        # off-policy: gradient steps per explored step of all ranks (ReplayBuffer.add_size counts this rank's)
-        self.repeat_times = args.repeat_times * world if args.agent.if_off_policy else args.repeat_times
+        # update_net's third argument: the agent's epochs (on-policy), or its replay_ratio (ACER's replayed rollouts;
+        # off-policy: gradient steps per explored step of all ranks, ReplayBuffer.add_size counting this rank's)
+        self.update_ratio = args.replay_ratio * world if args.agent.if_off_policy else args.epochs or args.replay_ratio
         self.recorder_state: typing.Callable[[], dict] | None = None
         self.last_save_time = time.time()
 
@@ -329,7 +333,7 @@ class Learner:
         round's states: the update must see the rollout's inputs."""
         stats = None
         if (self.ready() if if_ready is None else if_ready):
-            stats = self.agent.update_net(self.buffer, self.batch_size, self.repeat_times)
+            stats = self.agent.update_net(self.buffer, self.batch_size, self.update_ratio)
         else:
             self.buffer.add_size = 0
         self.agent.update_state_norm(trajectory[0])
@@ -1199,26 +1203,32 @@ def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) ->
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
 
 
-RENAMED = {"target_step": "steps_per_round", "max_memo": "buffer_size", "net_dim": "net_dims"}  # 2026-11-28
+# 2026-11-28; repeat_times meant two things: replay_ratio (off-policy agents, ACER) and epochs (on-policy)
+RENAMED = {"target_step": ("steps_per_round",), "max_memo": ("buffer_size",), "net_dim": ("net_dims",),
+           "repeat_times": ("replay_ratio", "epochs")}
 
 
 def read_config(path: str) -> dict:
     """A run's config.json, a run's from before the renames (RENAMED) under the new names."""
     with open(path) as f:
         config = json.load(f)
-    for old, new in RENAMED.items():
+    agent_class = AGENT_CLASSES.get(config.get("agent"))
+    for old, names in RENAMED.items():
         if old in config:
+            new = next((name for name in names if agent_class and name in agent_settings(agent_class)), names[0])
             value = config.pop(old)
             config[new] = value if config.get(new) is None else config[new]  # net_dims' widths win over net_dim
     return config
 
 
 def refuse_renamed(given: dict):
-    """Refuse a field by its old name (RENAMED), naming the new one."""
+    """Refuse a field by its old name (RENAMED), naming the new one(s)."""
     for old, value in given.items():
         if value is not None:
-            raise RefusedError(f"{old}= is not accepted: it was renamed {RENAMED[old]}= (the same value); pass "
-                               f"{RENAMED[old]}={value}")
+            names = RENAMED[old]
+            which = "" if len(names) == 1 else " (replay_ratio: off-policy agents and AgentACER; epochs: on-policy)"
+            raise RefusedError(f"{old}= is not accepted: it was renamed {' or '.join(f'{n}=' for n in names)} (the "
+                               f"same value){which}; pass {' or '.join(f'{n}={value}' for n in names)}")
 
 
 # the agents a run takes: AgentZoo's AgentBase subclasses but the shared bases, which no task trains
@@ -1306,7 +1316,8 @@ def check_values(args: Arguments):
         "actor_learning_rate": (lambda v: v > 0, "> 0"), "target_kl": (lambda v: v > 0, "> 0"),
         "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
         "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "buffer_size": (lambda v: v > 0, "> 0"),
-        "steps_per_round": (lambda v: v > 0, "> 0"), "repeat_times": (lambda v: v > 0, "> 0"),
+        "steps_per_round": (lambda v: v > 0, "> 0"), "replay_ratio": (lambda v: v > 0, "> 0"),
+        "epochs": (lambda v: v > 0, "> 0"),
         "num_envs": (lambda v: v > 0, "> 0"), "num_workers": (lambda v: v >= 1, ">= 1"),
         "random_steps": (lambda v: v >= 0, ">= 0"),
         "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),

@@ -2,7 +2,7 @@
     agent = AgentSAC(net_dim, state_dim, action_dim, device=None, **hyperparameters)
     action = agent.select_action(state, deterministic=False)  # np.ndarray in, np.ndarray out
     trajectory = agent.explore_env(env, horizon)               # tensors for buffer.extend
-    stats = agent.update_net(buffer, batch_size, repeat_times) # dict of floats
+    stats = agent.update_net(buffer, batch_size, replay_ratio) # or epochs on-policy; a dict of floats
     agent.update_state_norm(trajectory[0])                     # if_state_norm: after the update
     agent.save_or_load_agent(cwd, if_save)"""
 import contextlib
@@ -226,7 +226,7 @@ class ReplayBuffer:
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.pointer = 0  # where the next transition is written
         self.cur_len = 0  # how many transitions are stored, at most max_len
-        self.add_size = 0  # how many were added since the last update; update_net trains on repeat_times * this
+        self.add_size = 0  # how many were added since the last update; update_net trains on replay_ratio * this
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
         """Append a trajectory (explore_env's tuple), overwriting the oldest; returns the indices written, (size,)."""
@@ -911,7 +911,7 @@ class AgentOffPolicy(AgentBase):
     explore_action (how to explore), get_next_q (the bootstrap value), get_obj_critic, get_obj_actor, extra_update."""
 
     if_off_policy = True
-    train_defaults = dict(net_dims=128, batch_size=128, buffer_size=2 ** 20, steps_per_round=256, repeat_times=1.0,
+    train_defaults = dict(net_dims=128, batch_size=128, buffer_size=2 ** 20, steps_per_round=256, replay_ratio=1.0,
                           num_envs=1, num_workers=1,
                           # random warm-up as the TD3 paper's (section 6.1); History/UPDATE_LOG.md, 2026-11-22
                           random_steps=10_000,
@@ -999,11 +999,11 @@ class AgentOffPolicy(AgentBase):
 
     # -- learning --
 
-    def update_net(self, buffer: ReplayBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
-        """repeat_times critic steps per transition added (the update-to-data ratio); the actor steps where
+    def update_net(self, buffer: ReplayBuffer, batch_size: int, replay_ratio: float) -> dict[str, float]:
+        """replay_ratio critic steps per transition added (the update-to-data ratio); the actor steps where
         is_actor_step says; extra_update and soft target updates follow the actor (if_delay_targets: TD3) or every
         critic step. Returns mean objectives (obj_actor NaN without an actor step), mean_q and extra_stats."""
-        update_times = max(1, int(buffer.add_size * repeat_times))
+        update_times = max(1, int(buffer.add_size * replay_ratio))
         buffer.add_size = 0
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         actor_steps = 0
@@ -1118,7 +1118,7 @@ class AgentDQN(ActionMasks, AgentOffPolicy):
                                                      if_clip_reward=None)  # the rewards' signs; None: on ALE/ ids
     net_keywords = ("if_noisy",)  # the hyperparameters that cri_class takes
     # num_envs 8: one policy call acts for 8 envs, cheaper per transition (History/UPDATE_LOG.md, 2026-11-23)
-    train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, repeat_times=0.5, num_envs=8,
+    train_defaults = AgentOffPolicy.train_defaults | dict(batch_size=64, replay_ratio=0.5, num_envs=8,
                                                      random_steps=0)  # epsilon-greedy explores from the first step
     criterion = nn.SmoothL1Loss(reduction="none")
     cri_class = QNet
@@ -1256,7 +1256,7 @@ class AgentRainbow(AgentC51):
 
     # a quarter update per step: each costs several of D3QN's (History/UPDATE_LOG.md, 2026-11-23); not for all tasks
     hyper_defaults = AgentC51.hyper_defaults | dict(if_noisy=True, explore_rate=0.0, n_step=3)
-    train_defaults = AgentC51.train_defaults | dict(if_per=True, repeat_times=0.25)
+    train_defaults = AgentC51.train_defaults | dict(if_per=True, replay_ratio=0.25)
     cri_class = QNetDistDuel
 
     def get_next_action(self, next_state: torch.Tensor, next_probs: torch.Tensor) -> torch.Tensor:
@@ -1475,7 +1475,7 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
     act_class, cri_class = ActorDiscretePPO, QNetTwin
     # random_steps 0: the initial policy is uniform, it explores
     # DQN's 8 envs, half an update per step: SAC's were slower on LunarLander-v3 (History/UPDATE_LOG.md, 2026-11-24)
-    train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, repeat_times=0.5)
+    train_defaults = AgentSAC.train_defaults | dict(random_steps=0, num_envs=8, replay_ratio=0.5)
     hyper_defaults = {name: value for name, value in AgentSAC.hyper_defaults.items()  # no noise: it samples
                       if name not in ("noise_beta", "random_beta")} | dict(if_action_mask=False, if_clip_reward=None)
     # share of the uniform entropy log(action_dim): the paper's 0.98 ran alpha away (History/UPDATE_LOG.md, 2026-11-24)
@@ -1526,7 +1526,7 @@ class AgentOnPolicy(AgentBase):
     if_off_policy = False
     if_image_states = True  # ActorPPO, ActorDiscretePPO and CriticValue take images (AgentNet.state_mlp)
     act_class, cri_class = ActorPPO, CriticValue
-    # one step on a short rollout (A2C's); agents that step more than once on it add batch_size and repeat_times
+    # one step on a short rollout (A2C's); agents that step more than once on it add batch_size and epochs
     train_defaults = dict(net_dims=64, steps_per_round=256, num_envs=8, num_workers=1,
                           if_multiprocess=False)  # not measured faster in processes
     hyper_defaults = dict(learning_rate=1e-3, gamma=0.99, reward_scale=1.0,
@@ -1623,23 +1623,23 @@ class DiscreteOnPolicy(ActionMasks):
 
 class AgentVPG(AgentOnPolicy):
     """Vanilla policy gradient (Williams 1992; learned baseline and GAE, as Spinning Up): one policy step on the
-    rollout, then the critic fitted for repeat_times epochs, so the next advantages rest on a converged baseline."""
+    rollout, then the critic fitted for `epochs` passes, so the next advantages rest on a converged baseline."""
 
     # one policy step per 512 transitions: the fastest rollout on Pendulum-v1 (History/UPDATE_LOG.md, 2026-11-23)
-    train_defaults = AgentOnPolicy.train_defaults | dict(steps_per_round=512, batch_size=256, repeat_times=8)
+    train_defaults = AgentOnPolicy.train_defaults | dict(steps_per_round=512, batch_size=256, epochs=8)
 
-    def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
-        """The actor's step (update_actor), then repeat_times epochs of the critic's regression."""
+    def update_net(self, buffer: RolloutBuffer, batch_size: int, epochs: float) -> dict[str, float]:
+        """The actor's step (update_actor), then `epochs` passes of the critic's regression."""
         state, action, old_log_prob, advantage, ret = self.get_rollout_batch(buffer)
         obj_actor = self.update_actor((state, action, old_log_prob, advantage))
-        obj_critic = self.fit_critic((state, ret), batch_size, repeat_times)
+        obj_critic = self.fit_critic((state, ret), batch_size, epochs)
         return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()
 
-    def fit_critic(self, batch: tuple[torch.Tensor, ...], batch_size: int, repeat_times: float) -> float:
-        """repeat_times epochs of critic_step over batch in minibatches of batch_size; returns the mean objective."""
+    def fit_critic(self, batch: tuple[torch.Tensor, ...], batch_size: int, epochs: float) -> float:
+        """`epochs` passes of critic_step over batch in minibatches of batch_size; returns the mean objective."""
         sum_obj_critic = torch.zeros((), device=self.device)
         update_times = 0
-        for minibatch in minibatches(batch, batch_size, repeat_times):
+        for minibatch in minibatches(batch, batch_size, epochs):
             sum_obj_critic = sum_obj_critic + self.critic_step(minibatch)
             update_times += 1
         return sum_obj_critic.item() / update_times
@@ -1664,12 +1664,12 @@ class AgentDiscreteVPG(DiscreteOnPolicy, AgentVPG):
 class AgentA2C(AgentOnPolicy):
     """A2C (Mnih et al. arXiv:1602.01783, synchronous): one critic step, then one actor step, on the whole rollout."""
 
-    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
+    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, epochs: float | None = None
                    ) -> dict[str, float]:
         """round(epochs) epochs of minibatches (minibatch_plan), critic then actor, stopped once the approximate KL to
         the acting policy passes target_kl (Spinning Up's PPO; a host sync per minibatch). Returns the objectives, each
         get_step_stats value at the first minibatch (<name>_start) and its mean, and with target_kl epochs_done."""
-        batch_size, epochs = self.minibatch_plan(buffer, batch_size, repeat_times)
+        batch_size, epochs = self.minibatch_plan(buffer, batch_size, epochs)
         rollout = self.get_rollout_batch(buffer)
         sum_obj_critic = sum_obj_actor = torch.zeros((), device=self.device)
         sum_step_stats, first_step_stats, update_times = {}, {}, 0
@@ -1692,9 +1692,9 @@ class AgentA2C(AgentOnPolicy):
             stats["epochs_done"] = update_times * batch_size / rollout[0].shape[0]
         return stats | self.extra_stats()
 
-    def minibatch_plan(self, buffer: RolloutBuffer, batch_size: int | None, repeat_times: float | None
+    def minibatch_plan(self, buffer: RolloutBuffer, batch_size: int | None, epochs: float | None
                        ) -> tuple[int, float]:
-        """One step on the whole rollout, whatever batch_size and repeat_times say (a second would be off-policy)."""
+        """One step on the whole rollout, whatever batch_size and epochs say (a second would be off-policy)."""
         return buffer.add_size, 1
 
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
@@ -1712,14 +1712,14 @@ class AgentPPO(AgentA2C):
 
     # processes: serial was slower and solved no more BipedalWalker-v3 seeds (History/UPDATE_LOG.md, 2026-11-25)
     train_defaults = AgentA2C.train_defaults | dict(batch_size=256, steps_per_round=2048,
-                                                    repeat_times=8,  # epochs over each rollout
+                                                    epochs=8,  # passes over each rollout
                                                     if_multiprocess=True)
     hyper_defaults = AgentA2C.hyper_defaults | dict(ratio_clip=0.2,  # the policy ratio is clipped to 1 +- ratio_clip
                                                     target_kl=None)  # stop a round's epochs past this KL; None: never
 
-    def minibatch_plan(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> tuple[int, float]:
-        """repeat_times epochs over the rollout in minibatches of batch_size."""
-        return batch_size, repeat_times
+    def minibatch_plan(self, buffer: RolloutBuffer, batch_size: int, epochs: float) -> tuple[int, float]:
+        """`epochs` passes over the rollout in minibatches of batch_size."""
+        return batch_size, epochs
 
     @torch.no_grad()
     def get_step_stats(self, state: torch.Tensor, action: torch.Tensor, old_log_prob: torch.Tensor
@@ -1827,10 +1827,10 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
     def end_step(self, done: np.ndarray):
         self.episode_start = torch.as_tensor(done, dtype=torch.float32, device=self.device)
 
-    def minibatch_plan(self, buffer: RecurrentRolloutBuffer, batch_size: int, repeat_times: float
+    def minibatch_plan(self, buffer: RecurrentRolloutBuffer, batch_size: int, epochs: float
                        ) -> tuple[int, float]:
-        """repeat_times epochs over the rollout's sequences, batch_size // seq_len (at least one) per minibatch."""
-        return max(1, batch_size // self.seq_len), repeat_times
+        """`epochs` passes over the rollout's sequences, batch_size // seq_len (at least one) per minibatch."""
+        return max(1, batch_size // self.seq_len), epochs
 
     @torch.no_grad()
     def get_rollout_batch(self, buffer: RecurrentRolloutBuffer) -> tuple[torch.Tensor, ...]:
@@ -1911,7 +1911,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
     # a GRU: the LSTM's steps to target, cheaper per gradient step (BENCHMARKS.md, "Memory")
     train_defaults = ({name: value for name, value in AgentD3QN.train_defaults.items()
                        if name not in ("if_per", "her_k")} | dict(batch_size=32, buffer_size=2 ** 14,
-                                                                 repeat_times=1 / 32, recurrent_cell="gru"))
+                                                                 replay_ratio=1 / 32, recurrent_cell="gru"))
     memory = None  # (rows, N, width) the memory of each explored env copy (RecurrentCore)
     episode_steps = None  # (N,) the next explored step's index in its episode, 0 where it starts one
 
@@ -2061,7 +2061,7 @@ class AgentA3C(AgentA2C):
         self.act.load_state_dict(self.shared.act.state_dict())
         self.cri.load_state_dict(self.shared.cri.state_dict())
 
-    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
+    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, epochs: float | None = None
                    ) -> dict[str, float]:
         """A2C's step of the rollout's gradients, applied to the shared networks; then this copy takes their weights."""
         stats = super().update_net(buffer)
@@ -2253,7 +2253,7 @@ class AgentACKTR(AgentA2C):
     def new_optimizer(self, net: nn.Module, learning_rate: float) -> KFAC:
         return KFAC(net, learning_rate, self.kl_clip, self.damping, self.stat_decay)
 
-    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, repeat_times: float | None = None
+    def update_net(self, buffer: RolloutBuffer, batch_size: int | None = None, epochs: float | None = None
                    ) -> dict[str, float]:
         """The factors from this rollout's states with outputs sampled from the networks, then A2C's step."""
         state = buffer.states.flatten(0, 1)
@@ -2304,13 +2304,13 @@ def trust_region_step(g: torch.Tensor, k: torch.Tensor, delta: float) -> torch.T
 
 class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
     """ACER for discrete actions (Wang et al. arXiv:1611.01224): categorical actor, critic Q(s, .), average policy
-    (soft-updated copy). It learns from the new rollout, then repeat_times replayed: Retrace targets, and the
+    (soft-updated copy). It learns from the new rollout, then replay_ratio replayed: Retrace targets, and the
     truncated, bias-corrected policy gradient (section 3.2) projected into the trust region (trust_region_step)."""
 
     if_image_states = False  # not yet tried on images
     if_act_target = True  # the average policy network
     cri_class = QNet
-    train_defaults = AgentOnPolicy.train_defaults | dict(repeat_times=4,  # rollouts replayed per new one
+    train_defaults = AgentOnPolicy.train_defaults | dict(replay_ratio=4,  # rollouts replayed per new one
                                                          buffer_size=50_000,  # the paper's replay, in transitions
                                                          if_save_buffer=True)  # checkpoints hold the replayed rollouts
     # reward_scale 0.1 (DQN's): a Q critic moves slowly toward returns up to 100 (History/UPDATE_LOG.md, 2026-11-24)
@@ -2324,10 +2324,10 @@ class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
         """A sampled action (N,) and every action's log-prob (N, action_dim), for the bias correction."""
         return self.act.get_action_log_prob(state)[0], self.act.get_log_probs(state)
 
-    def update_net(self, buffer: SegmentReplayBuffer, batch_size: int | None = None, repeat_times: float = 4
+    def update_net(self, buffer: SegmentReplayBuffer, batch_size: int | None = None, replay_ratio: float = 4
                    ) -> dict[str, float]:
-        """The new rollout on-policy, then round(repeat_times) replayed ones (the paper's replay ratio)."""
-        rollouts = [buffer.rollouts[-1]] + [buffer.sample() for _ in range(round(repeat_times))]
+        """The new rollout on-policy, then round(replay_ratio) replayed ones (the paper's replay ratio)."""
+        rollouts = [buffer.rollouts[-1]] + [buffer.sample() for _ in range(round(replay_ratio))]
         objectives = torch.stack([self.learn_rollout(rollout) for rollout in rollouts]).mean(dim=0)
         return {"obj_critic": objectives[0].item(), "obj_actor": objectives[1].item()}
 
@@ -2435,7 +2435,7 @@ class AgentQMIX(MultiAgent, AgentDoubleDQN):
     # below DQN's step size, tau and updates: with DQN's, Q_tot rose without bound (History/UPDATE_LOG.md, 2026-11-25)
     hyper_defaults = team_defaults(AgentDoubleDQN.hyper_defaults, True) | dict(learning_rate=5e-4,
                                                                                 soft_update_tau=0.005)
-    train_defaults = AgentDoubleDQN.train_defaults | dict(batch_size=256, repeat_times=0.125)
+    train_defaults = AgentDoubleDQN.train_defaults | dict(batch_size=256, replay_ratio=0.125)
     get_q_heads = AgentOffPolicy.get_q_heads  # Q_tot of the joint action taken (QMixNet.get_q_heads)
 
     def get_next_q(self, next_state: torch.Tensor) -> torch.Tensor:
@@ -2458,7 +2458,7 @@ class AgentMADDPG(MultiAgent, AgentDDPG):
     # a white warm-up: the team rows (BENCHMARKS.md) were measured with it, and the particle envs reward no momentum
     hyper_defaults = team_defaults(AgentDDPG.hyper_defaults, False) | dict(random_beta=0.0)
     # QMIX's update of 256 per 8 steps (paper: 1024 per 100); DDPG's was slower (History/UPDATE_LOG.md, 2026-11-25)
-    train_defaults = AgentDDPG.train_defaults | dict(batch_size=256, repeat_times=0.125)
+    train_defaults = AgentDDPG.train_defaults | dict(batch_size=256, replay_ratio=0.125)
     act_class, cri_class = TeamActor, TeamCritic
 
     def get_obj_critic(self, batch: tuple[torch.Tensor, ...], weights: torch.Tensor
@@ -2578,7 +2578,7 @@ class AgentCOMA(MultiAgent, AgentVPG):
     if_cri_target = True
     hyper_defaults = team_defaults(DiscreteOnPolicy.hyper_defaults, True) | dict(soft_update_tau=0.01)
 
-    def update_net(self, buffer: RolloutBuffer, batch_size: int, repeat_times: float) -> dict[str, float]:
+    def update_net(self, buffer: RolloutBuffer, batch_size: int, epochs: float) -> dict[str, float]:
         """The critic on TD(lambda) returns (fit_critic), then one actor step on its advantages (Algorithm 1)."""
         with torch.no_grad():
             q_taken = self.cri_target.get_q_taken(buffer.states, buffer.actions).mean(dim=-1)  # (T, N), rows' mean
@@ -2587,7 +2587,7 @@ class AgentCOMA(MultiAgent, AgentVPG):
             next_q[:-1] = torch.where(buffer.not_done[:-1].bool(), q_taken[1:], next_q[:-1])  # the next one taken
             returns = buffer.get_advantages(q_taken, next_q, self.gamma, self.lambda_gae)[1]  # TD(lambda) returns
         state, action = buffer.states.flatten(0, 1), buffer.actions.flatten(0, 1)
-        obj_critic = self.fit_critic((state, action, returns.flatten()), batch_size, repeat_times)
+        obj_critic = self.fit_critic((state, action, returns.flatten()), batch_size, epochs)
         obj_actor = self.update_actor((state, action, buffer.log_probs.flatten(0, 1),
                                        self.get_advantage(state, action)))
         return {"obj_critic": obj_critic, "obj_actor": obj_actor} | self.extra_stats()

@@ -51,7 +51,7 @@ def update_cost(agent: str, env: str, seconds: float, settings: tuple[str, ...] 
                                        if agent_.if_recurrent else 1)
             steps, start = 0, time.perf_counter()
             while time.perf_counter() - start < seconds:
-                learner.buffer.add_size = 64  # 64 gradient steps a call (repeat_times 1)
+                learner.buffer.add_size = 64  # 64 gradient steps a call (replay_ratio 1)
                 agent_.update_net(learner.buffer, args.batch_size, 1.0)
                 steps += 64
             elapsed = time.perf_counter() - start
@@ -64,7 +64,7 @@ def update_cost(agent: str, env: str, seconds: float, settings: tuple[str, ...] 
             calls += 1
         elapsed = time.perf_counter() - start
         return explore + (f"{elapsed / calls * 1e3:7.1f} ms per round's update ({samples} steps, "
-                f"repeat_times {args.repeat_times}), {elapsed / calls / samples * 1e6:6.1f} us per step")
+                f"epochs {args.epochs}), {elapsed / calls / samples * 1e6:6.1f} us per step")
 
 
 def main(pairs: str = ",".join(PAIRS), runs: str = "", seconds: str = "30"):

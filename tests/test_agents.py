@@ -235,7 +235,7 @@ def test_update_net_returns_floats_and_moves_targets():
     buffer.extend(torch.randn(40, STATE_DIM), torch.rand(40, ACTION_DIM) * 2 - 1, torch.randn(40),
                   torch.ones(40), torch.randn(40, STATE_DIM))
     target_before = [p.clone() for p in agent.cri_target.parameters()]
-    stats = agent.update_net(buffer, batch_size=16, repeat_times=0.25)
+    stats = agent.update_net(buffer, batch_size=16, replay_ratio=0.25)
     assert set(stats) == {"obj_critic", "obj_actor", "mean_q", "alpha"} and all(isinstance(v, float) for v in stats.values())
     assert buffer.add_size == 0
     assert all(not p.requires_grad for p in agent.cri_target.parameters())
@@ -246,7 +246,7 @@ def test_td3_delays_the_actor():
     agent = AgentTD3(NET_DIM, STATE_DIM, ACTION_DIM, device="cpu")
     buffer = ReplayBuffer(100, STATE_DIM, ACTION_DIM, if_discrete=False)
     buffer.extend(torch.randn(4, STATE_DIM), torch.zeros(4, ACTION_DIM), torch.randn(4), torch.ones(4), torch.randn(4, STATE_DIM))
-    agent.update_net(buffer, batch_size=4, repeat_times=1.0)  # 4 critic steps, the actor after the 2nd and the 4th
+    agent.update_net(buffer, batch_size=4, replay_ratio=1.0)  # 4 critic steps, the actor after the 2nd and the 4th
     assert agent.act_optimizer.state_dict()["state"][0]["step"] == 2
     assert agent.cri_optimizer.state_dict()["state"][0]["step"] == 4
 
@@ -263,7 +263,7 @@ def test_td3_delays_the_actor_and_both_targets_across_calls():
     for call in range(1, 11):
         buffer.add_size = 1  # one critic step per call
         act_target, cri_target, act = snapshot(agent.act_target), snapshot(agent.cri_target), snapshot(agent.act)
-        obj_actors.append(agent.update_net(buffer, batch_size=4, repeat_times=1.0)["obj_actor"])
+        obj_actors.append(agent.update_net(buffer, batch_size=4, replay_ratio=1.0)["obj_actor"])
         if_delayed_step = call % 2 == 0
         assert moved(agent.act, act) == moved(agent.act_target, act_target) == moved(agent.cri_target, cri_target) \
             == if_delayed_step, call
@@ -279,7 +279,7 @@ def test_save_load_round_trip(agent_class, tmp_path):
     buffer = ReplayBuffer(100, STATE_DIM, action_dim, if_discrete=agent.if_discrete)
     actions = torch.randint(action_dim, (32, 1)) if agent.if_discrete else torch.rand(32, action_dim)
     buffer.extend(torch.randn(32, STATE_DIM), actions, torch.randn(32), torch.ones(32), torch.randn(32, STATE_DIM))
-    agent.update_net(buffer, batch_size=8, repeat_times=0.25)  # optimizers now have state
+    agent.update_net(buffer, batch_size=8, replay_ratio=0.25)  # optimizers now have state
     agent.save_or_load_agent(str(tmp_path), if_save=True)
 
     torch.manual_seed(123)

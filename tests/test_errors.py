@@ -94,6 +94,19 @@ def test_a_renamed_field_is_refused_with_its_new_name(old, new):
     assert new in AgentRun.ARGUMENT_NAMES and old not in Arguments().to_dict()
 
 
+def test_repeat_times_is_refused_with_the_two_names_it_became():
+    """It meant gradient steps per explored step off-policy (and ACER's replayed rollouts), epochs on-policy."""
+    message = (r"repeat_times= is not accepted: it was renamed replay_ratio= or epochs= \(the same value\) "
+               r"\(replay_ratio: off-policy agents and AgentACER; epochs: on-policy\); pass replay_ratio=2 or epochs=2")
+    with pytest.raises(ValueError, match=message):
+        parse_overrides(["repeat_times=2"])
+    with pytest.raises(ValueError, match=message):
+        Arguments(agent="AgentPPO", env="Pendulum-v1", repeat_times=2)
+    with pytest.raises(ValueError, match=message):
+        AgentRun.run__demo(repeat_times=2)
+    assert {"replay_ratio", "epochs"} <= AgentRun.ARGUMENT_NAMES and "repeat_times" not in Arguments().to_dict()
+
+
 def test_override_without_equals_sign():
     with pytest.raises(ValueError, match=r"expected key=value, got 'seed'"):
         parse_overrides(["seed"])
@@ -154,7 +167,9 @@ def test_bad_values_of_agent_hyperparameters_are_refused(agent, env, field, valu
     ("AgentA2C", "ratio_clip", "AgentDiscreteMAPPO, AgentDiscretePPO"),  # A2C's objective has no ratio to clip
     ("AgentPPO", "buffer_size", "AgentACER, AgentApeX, AgentC51"),  # no replay buffer
     ("AgentA2C", "batch_size", "AgentApeX, AgentC51, AgentCOMA"),  # one step on the whole rollout
-    ("AgentA2C", "repeat_times", "AgentACER, AgentApeX, AgentC51"),
+    ("AgentA2C", "replay_ratio", "AgentACER, AgentApeX, AgentC51"),  # neither replays nor repeats an epoch
+    ("AgentA2C", "epochs", "AgentCOMA, AgentDiscreteMAPPO, AgentDiscretePPO"),
+    ("AgentSAC", "epochs", "AgentCOMA, AgentDiscreteMAPPO, AgentDiscretePPO"),  # its knob is replay_ratio
     ("AgentPPO", "if_save_buffer", "AgentACER, AgentApeX, AgentC51"),  # no replay buffer to leave out
     ("AgentPPO", "if_per", "AgentApeX, AgentC51, AgentD3QN"),  # prioritized replay is for off-policy agents
     ("AgentPPO", "n_step", "AgentApeX, AgentC51, AgentD3QN"),  # PPO's GAE already mixes n-step returns
@@ -191,7 +206,7 @@ def test_command_line_keeps_the_traceback_of_a_bug_and_prints_refused_input_alon
     """A shape error in an edited agent is a bug: `python AgentRun.py` shows its traceback. Refused input (here a cwd
     with an earlier run) is one line that says what is accepted."""
     broken_agent = ("import runpy, sys, torch, AgentZoo\n"
-                    "def update_net(self, buffer, batch_size, repeat_times):\n"
+                    "def update_net(self, buffer, batch_size, replay_ratio):\n"
                     "    return torch.zeros(2, 3) @ torch.zeros(2, 3)\n"
                     "AgentZoo.AgentDQN.update_net = update_net\n"
                     "sys.argv = ['AgentRun.py'] + sys.argv[1:]\n"

@@ -55,7 +55,7 @@ def test_the_critic_steps_the_encoder_and_the_actor_steps_only_its_own_layers():
     for agent in (critic_only, both):
         torch.manual_seed(1)
         buffer.add_size = 1
-        agent.update_net(buffer, batch_size=64, repeat_times=1.0)
+        agent.update_net(buffer, batch_size=64, replay_ratio=1.0)
     assert changed(critic_only.act.net[:2], encoder)
     assert not changed(both.cri, snapshot(critic_only.cri))  # the encoder is part of both critics
     assert changed(both.act.net[2:], snapshot(critic_only.act.net[2:]))
@@ -67,7 +67,7 @@ def test_a_resumed_agent_keeps_one_encoder_with_the_saved_weights(tmp_path):
     agent = AgentInterSAC(32, 3, 1, device="cpu")
     buffer = filled_buffer(agent)
     buffer.add_size = 32
-    agent.update_net(buffer, batch_size=64, repeat_times=1.0)
+    agent.update_net(buffer, batch_size=64, replay_ratio=1.0)
     agent.save_or_load_agent(str(tmp_path), if_save=True)
     resumed = AgentInterSAC(32, 3, 1, device="cpu")
     resumed.save_or_load_agent(str(tmp_path), if_save=False)

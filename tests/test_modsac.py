@@ -96,7 +96,7 @@ def counted_update(agent_class, critic_steps: int, **hyperparameters) -> dict[st
 
     AgentZoo.soft_update = counting_soft_update
     try:
-        agent.update_net(buffer, batch_size=16, repeat_times=1.0)
+        agent.update_net(buffer, batch_size=16, replay_ratio=1.0)
     finally:
         AgentZoo.soft_update = soft_update
     return counts

@@ -149,7 +149,7 @@ def test_ppo_steps_with_gradients_clipped_to_max_grad_norm():
                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     buffer = RolloutBuffer()
     buffer.extend(*agent.explore_env(env, 64))
-    agent.update_net(buffer, batch_size=32, repeat_times=2)
+    agent.update_net(buffer, batch_size=32, epochs=2)
     assert len(norms["critic"]) == len(norms["actor"]) == 8  # 2 epochs x 4 minibatches
     assert all(math.isclose(norm, agent.max_grad_norm, rel_tol=1e-3) for norm in norms["critic"]), norms["critic"]
     assert all(norm <= agent.max_grad_norm * (1 + 1e-4) for norm in norms["actor"]), norms["actor"]
@@ -169,7 +169,7 @@ def test_a2c_shares_ppo_code():
     assert "target_kl" not in AgentA2C.hyper_defaults
     assert AgentDiscreteA2C.act_class is ActorDiscretePPO and AgentDiscreteA2C.if_discrete
     assert AgentDiscreteA2C.get_obj_actor is AgentA2C.get_obj_actor
-    assert "repeat_times" not in AgentA2C.train_defaults and "batch_size" not in AgentA2C.train_defaults  # one step
+    assert not {"epochs", "replay_ratio", "batch_size"} & set(AgentA2C.train_defaults)  # one step
 
 
 def test_update_net_on_a_rollout():
@@ -180,7 +180,7 @@ def test_update_net_on_a_rollout():
     buffer.extend(*agent.explore_env(env, 64))
     assert buffer.add_size == 64
     before = [p.clone() for p in agent.act.parameters()]
-    stats = agent.update_net(buffer, batch_size=16, repeat_times=2)
+    stats = agent.update_net(buffer, batch_size=16, epochs=2)
     assert set(stats) == {"obj_critic", "obj_actor", "clip_fraction_start", "clip_fraction", "approx_kl_start", "approx_kl",
                           "entropy_start", "entropy", "explained_variance", "action_std"}
     assert agent.act_optimizer.state_dict()["state"][0]["step"] == 8  # 2 epochs x 4 minibatches
@@ -323,7 +323,7 @@ def test_multiprocess_ppo_ratio_is_one_at_the_first_minibatch_of_every_round(tmp
 @pytest.mark.parametrize("agent_class", [AgentA2C, AgentDiscreteA2C])
 def test_a2c_takes_one_step_on_the_whole_rollout(agent_class):
     """A second plain policy-gradient step would follow the gradient on data the stepped policy did not act on:
-    batch_size and repeat_times are not A2C's to set (the loop refuses them), and update_net ignores them."""
+    batch_size and epochs are not A2C's to set (the loop refuses them), and update_net ignores them."""
     if agent_class.if_discrete:
         agent, env = agent_class(NET_DIM, 1, 2, device="cpu"), make_counter_vector_env()
     else:  # actions in [-1, 1] already
@@ -332,6 +332,6 @@ def test_a2c_takes_one_step_on_the_whole_rollout(agent_class):
                                        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     buffer = RolloutBuffer()
     buffer.extend(*agent.explore_env(env, 64))
-    agent.update_net(buffer, batch_size=16, repeat_times=4)
+    agent.update_net(buffer, batch_size=16, epochs=4)
     assert agent.act_optimizer.state_dict()["state"][0]["step"] == 1
     assert agent.cri_optimizer.state_dict()["state"][0]["step"] == 1

@@ -31,18 +31,18 @@ def actor_steps(agent) -> int:
 def test_target_kl_stops_the_rounds_epochs_once_the_kl_passes_it():
     torch.manual_seed(0)
     agent = AgentPPO(32, 3, 1, device="cpu", target_kl=1e-9)  # passed as soon as the policy has moved
-    stats = agent.update_net(pendulum_rollout(agent), batch_size=16, repeat_times=4)  # 128 samples: 32 minibatches
+    stats = agent.update_net(pendulum_rollout(agent), batch_size=16, epochs=4)  # 128 samples: 32 minibatches
     assert actor_steps(agent) == 1  # the first minibatch's KL is 0 (the policy that acted); the second's is past it
     assert stats["epochs_done"] == 16 / 128
     assert stats["approx_kl_start"] == pytest.approx(0, abs=1e-6) and stats["approx_kl"] == stats["approx_kl_start"]
     unbounded = AgentPPO(32, 3, 1, device="cpu", target_kl=10.0)
-    stats = unbounded.update_net(pendulum_rollout(unbounded), batch_size=16, repeat_times=4)
+    stats = unbounded.update_net(pendulum_rollout(unbounded), batch_size=16, epochs=4)
     assert actor_steps(unbounded) == 32 and stats["epochs_done"] == 4 and stats["approx_kl"] > 0
 
 
 def test_without_target_kl_ppo_takes_every_epoch_and_still_reports_the_kl():
     agent = AgentPPO(32, 3, 1, device="cpu")
-    stats = agent.update_net(pendulum_rollout(agent), batch_size=16, repeat_times=4)
+    stats = agent.update_net(pendulum_rollout(agent), batch_size=16, epochs=4)
     assert actor_steps(agent) == 32 and stats["approx_kl"] > 0 and "epochs_done" not in stats
 
 
@@ -59,7 +59,7 @@ def test_a_fixed_temperature_stays_at_alpha_init_and_survives_a_checkpoint(agent
     fixed = agent_class(32, 3, action_dim, device="cpu", alpha_init=0.05, if_tune_alpha=False)
     tuned = agent_class(32, 3, action_dim, device="cpu", alpha_init=0.05)
     for agent in (fixed, tuned):
-        stats = agent.update_net(filled_buffer(3, action_dim, if_discrete), batch_size=32, repeat_times=0.25)
+        stats = agent.update_net(filled_buffer(3, action_dim, if_discrete), batch_size=32, replay_ratio=0.25)
     assert fixed.alpha_optimizer is None and stats["alpha"] != pytest.approx(0.05, abs=1e-7)
     assert fixed.log_alpha.exp().item() == pytest.approx(0.05) and not fixed.log_alpha.requires_grad
     fixed.save_or_load_agent(str(tmp_path), if_save=True)

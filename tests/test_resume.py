@@ -137,8 +137,8 @@ def test_a_resumed_run_starts_from_the_saved_networks_optimizers_buffer_and_rand
 
 @pytest.mark.slow
 def test_a_run_from_before_the_renames_resumes(tmp_path):
-    """config.json written before target_step, max_memo and net_dim were renamed (steps_per_round, buffer_size,
-    net_dims) resumes with its values under the new names."""
+    """config.json written before target_step, max_memo, net_dim and repeat_times were renamed (steps_per_round,
+    buffer_size, net_dims, replay_ratio or epochs) resumes with its values under the new names."""
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentDQN", env="CartPole-v1", cwd=cwd, break_step=1024, steps_per_round=128,
                                  buffer_size=4096, eval_gap=0, if_multiprocess=False))
@@ -147,6 +147,8 @@ def test_a_run_from_before_the_renames_resumes(tmp_path):
         config = json.load(f)
     config["target_step"], config["max_memo"] = config.pop("steps_per_round"), config.pop("buffer_size")
     config["net_dim"], config["net_dims"] = config["net_dims"], None  # net_dims None: two layers of net_dim
+    config["repeat_times"] = config.pop("replay_ratio")
+    del config["epochs"]
     with open(config_path, "w") as f:
         json.dump(config, f)
     AgentRun.resume(cwd, break_step=2048)
@@ -154,7 +156,19 @@ def test_a_run_from_before_the_renames_resumes(tmp_path):
         config = json.load(f)
     assert (config["steps_per_round"], config["buffer_size"]) == (128, 4096) and "target_step" not in config
     assert config["net_dims"] == AgentRun.AGENT_CLASSES["AgentDQN"].train_defaults["net_dims"] and "net_dim" not in config
+    assert config["replay_ratio"] == AgentRun.AGENT_CLASSES["AgentDQN"].train_defaults["replay_ratio"]
+    assert "repeat_times" not in config and config["epochs"] is None
     assert AgentRun.read_run_state(cwd)["step"] >= 2048
+
+
+@pytest.mark.parametrize("agent, new", [("AgentPPO", "epochs"), ("AgentACER", "replay_ratio"),
+                                        ("AgentSAC", "replay_ratio")])
+def test_an_old_repeat_times_reads_as_the_agents_own_knob(agent, new, tmp_path):
+    """repeat_times was epochs for the on-policy agents and the replay ratio for the others and ACER."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"agent": agent, "env": "Pendulum-v1", "repeat_times": 3}))
+    config = AgentRun.read_config(str(path))
+    assert config[new] == 3 and "repeat_times" not in config
 
 
 def checkpoint_step(cwd: str) -> int:

@@ -64,7 +64,7 @@ def test_copied_sac_trains_on_pendulum_from_a_plain_loop(tmp_path):
     before = evaluate(env, agent)
     for _ in range(15):  # 3000 steps, one gradient step per step
         buffer.extend(*agent.explore_env(env, 200))
-        stats = agent.update_net(buffer, batch_size=128, repeat_times=1.0)
+        stats = agent.update_net(buffer, batch_size=128, replay_ratio=1.0)
     after = evaluate(env, agent)
     assert set(stats) == {"obj_critic", "obj_actor", "mean_q", "alpha"}
     print(f'deterministic return before {before:.0f}, after {after:.0f}')
@@ -85,7 +85,7 @@ def test_copied_rainbow_trains_on_cartpole_from_a_plain_loop(tmp_path):
     before = evaluate(env, agent)
     for _ in range(24):  # 6144 steps, half a gradient step per step
         buffer.extend(*agent.explore_env(env, 256))
-        agent.update_net(buffer, batch_size=64, repeat_times=0.5)
+        agent.update_net(buffer, batch_size=64, replay_ratio=0.5)
     after = evaluate(env, agent)
     print(f'deterministic return before {before:.0f}, after {after:.0f}')
     assert after > before + 100, (before, after)
@@ -105,7 +105,7 @@ def test_copied_ppo_from_the_lines_to_copy_list_trains_on_cartpole_from_a_plain_
     before = evaluate(eval_env, agent)
     for _ in range(20):  # 20 rounds of 4 x 256 steps
         buffer.extend(*agent.explore_env(env, 256))
-        agent.update_net(buffer, batch_size=256, repeat_times=8)
+        agent.update_net(buffer, batch_size=256, epochs=8)
     after = evaluate(eval_env, agent)
     print(f'deterministic return before {before:.0f}, after {after:.0f}')
     assert after > before + 100, (before, after)

@@ -108,7 +108,7 @@ def test_mappo_learns_from_each_agents_own_reward_or_from_their_sum(common_rewar
     buffer = RolloutBuffer()
     for _ in range(40):
         buffer.extend(*agent.explore_env(env, 16))
-        agent.update_net(buffer, batch_size=64, repeat_times=4)
+        agent.update_net(buffer, batch_size=64, epochs=4)
     assert (agent.select_action(np.ones(2, np.float32), deterministic=True)[0] == 1) == if_selfish
 
 

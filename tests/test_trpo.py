@@ -145,7 +145,7 @@ def test_vpg_steps_the_actor_once_and_the_critic_for_every_minibatch(agent_class
     step = agent.cri_optimizer.step
     monkeypatch.setattr(agent.cri_optimizer, "step", lambda *a: critic_steps.append(1) or step(*a))
     before = parameters_to_vector(agent.act.parameters()).clone()
-    stats = agent.update_net(buffer, batch_size=16, repeat_times=3)
+    stats = agent.update_net(buffer, batch_size=16, epochs=3)
     assert actor_calls == [(64, STATE_DIM)]  # one step of the actor, on the whole rollout
     assert len(critic_steps) == 3 * 4  # 3 epochs of 4 minibatches
     assert not torch.equal(before, parameters_to_vector(agent.act.parameters()))
