@@ -230,7 +230,8 @@ def run__tutorial_ppo(seed: int = 0, max_steps: int = 100_000, target: float = 4
     while step < max_steps:
         # 1. collect one horizon with the current (stochastic) policy
         states = np.zeros((horizon, state_dim), np.float32)
-        actions, log_probs, rewards = np.zeros(horizon, np.int64), np.zeros(horizon, np.float32), np.zeros(horizon, np.float32)
+        actions, log_probs, rewards = (np.zeros(horizon, np.int64), np.zeros(horizon, np.float32),
+                                       np.zeros(horizon, np.float32))
         terminated_flags, done_flags = np.zeros(horizon, np.float32), np.zeros(horizon, np.float32)
         next_states = np.zeros((horizon, state_dim), np.float32)
         for t in range(horizon):

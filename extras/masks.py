@@ -46,12 +46,14 @@ class ActionMaskObservation(gym.Wrapper):
             mask = info["action_mask"]
         else:
             raise RefusedError(f"if_action_mask=True, but {self.env_name} gave no info['action_mask'] and its "
-                               f"observations have no 'action_mask' key; the mask of legal actions comes from one of them")
+                               f"observations have no 'action_mask' key; "
+                               f"the mask of legal actions comes from one of them")
         mask = np.asarray(mask)
         if mask.shape != (self.action_dim,) or not np.isin(mask, (0, 1)).all():
             raise RefusedError(f"{self.env_name}'s action mask {mask!r} is not accepted: a mask holds one 0 or 1 per "
                                f"action, {self.action_dim} of them (1: legal)")
         if if_acting and not mask.any():
-            raise RefusedError(f"{self.env_name}'s action mask has no legal action in a state where its episode goes on "
-                               f"(or is truncated, so that its value is bootstrapped): at least one must be legal")
+            raise RefusedError(f"{self.env_name}'s action mask has no legal action in a state where its episode "
+                               f"goes on (or is truncated, so that its value is bootstrapped): "
+                               f"at least one must be legal")
         return np.append(gym.spaces.flatten(self.rest_space, observation), mask).astype(np.float32)

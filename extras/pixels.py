@@ -14,15 +14,15 @@ ATARI_MAX_FRAMES, MINATAR_MAX_STEPS = 108_000, 10_000
 
 
 def make_atari_env(env_id: str, frame_stack: int = 4, **kwargs) -> gym.Env:
-    """An ALE/<Game>-v5 env of ale-py, an optional package (it ships the ROMs), preprocessed as the DQN paper (Mnih et al.
-    2015) and the field since: frames grey and 84x84, each action repeated 4 frames (AtariPreprocessing, so the env is
-    made with frameskip=1; v5's sticky actions, 0.25, stay: Machado et al. arXiv:1709.06009), up to 30 no-op actions
+    """An ALE/<Game>-v5 env of ale-py, an optional package (it ships the ROMs), preprocessed as the DQN paper (Mnih et
+    al. 2015) and the field since: frames grey and 84x84, each action repeated 4 frames (AtariPreprocessing, so the env
+    is made with frameskip=1; v5's sticky actions, 0.25, stay: Machado et al. arXiv:1709.06009), up to 30 no-op actions
     at the start, and the last frame_stack frames stacked, (frame_stack, 84, 84) uint8 (frame_stack 1: one frame, what
     moves hidden, for agents with memory). An episode is a full game (every life), and the rewards are the game's:
     learning clips them (AgentBase.learned_reward, if_clip_reward), evaluation reports the score."""
     if isinstance(frame_stack, bool) or not isinstance(frame_stack, int) or frame_stack < 1:
-        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted: frame_stack must be an integer >= 1 (the last "
-                           f"frames a state of {env_id} stacks), or None for 4")
+        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted: frame_stack must be an integer >= 1 "
+                           f"(the last frames a state of {env_id} stacks), or None for 4")
     register(env_id)
     env = gym.make(env_id, frameskip=1, max_episode_steps=ATARI_MAX_FRAMES, **kwargs)
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,

@@ -11,7 +11,8 @@ from AgentZoo import RefusedError
 class MultiAgentEnv(gym.Env):
     """A PettingZoo parallel env (the multi-agent API of the gymnasium ecosystem) as one gymnasium env of the whole
     team, so that vector envs, the loops, evaluation, checkpoints and replay serve multi-agent agents as they are:
-    - observation: every agent's, zero-padded to the longest and joined in possible_agents' order, (num_agents * obs_dim,);
+    - observation: every agent's, zero-padded to the longest and joined in possible_agents' order,
+      (num_agents * obs_dim,);
     - action: every agent's, MultiDiscrete (num_agents,) or Box (num_agents * action_dim,): one action space for all;
     - reward: the team's, the sum of the agents' rewards (what evaluation reports), and each agent's own in
       info["agent_rewards"] (num_agents,), in possible_agents' order, for the agents that learn from their own;
@@ -48,10 +49,10 @@ class MultiAgentEnv(gym.Env):
         spaces = [parallel_env.action_space(agent) for agent in self.possible_agents]
         if any(space != spaces[0] for space in spaces) or not isinstance(spaces[0],
                                                                          (gym.spaces.Discrete, gym.spaces.Box)):
-            raise RefusedError(f"{self.name}: the agents' action spaces {dict(zip(self.possible_agents, spaces))} are not "
-                               f"supported; the multi-agent agents act in one action space shared by every agent, Discrete "
-                               f"or flat Box (not mixed Box and Discrete, nor Discrete ones of different sizes); wrap the env "
-                               f"so that every agent has the same one")
+            raise RefusedError(f"{self.name}: the agents' action spaces {dict(zip(self.possible_agents, spaces))} "
+                               f"are not supported; the multi-agent agents act in one action space shared by every "
+                               f"agent, Discrete or flat Box (not mixed Box and Discrete, nor Discrete ones of "
+                               f"different sizes); wrap the env so that every agent has the same one")
         self.agent_space = spaces[0]
         if isinstance(self.agent_space, gym.spaces.Discrete):
             self.action_space = gym.spaces.MultiDiscrete([self.agent_space.n] * len(spaces))  # actions from 0
@@ -81,7 +82,8 @@ class MultiAgentEnv(gym.Env):
         if isinstance(self.agent_space, gym.spaces.Discrete):
             actions = {agent: int(a) + int(self.agent_space.start) for agent, a in zip(self.possible_agents, action)}
         else:
-            rows = np.asarray(action, self.agent_space.dtype).reshape(len(self.possible_agents), *self.agent_space.shape)
+            rows = np.asarray(action, self.agent_space.dtype).reshape(len(self.possible_agents),
+                                                                      *self.agent_space.shape)
             actions = dict(zip(self.possible_agents, rows))
         observations, rewards, terminations, truncations, _ = self.env.step(actions)
         self.check_agents(observations, "stepped")
@@ -127,7 +129,8 @@ def register(env_id: str) -> str:
         importlib.import_module(f"mpe2.{name}")
     except ModuleNotFoundError as error:
         if error.name == "mpe2":
-            raise RefusedError(f"{env_id} is a multi-agent env of mpe2, an optional package: pip install mpe2") from None
+            raise RefusedError(f"{env_id} is a multi-agent env of mpe2, an optional package: "
+                               f"pip install mpe2") from None
         raise RefusedError(f"unknown mpe2 env {env_id!r}; mpe2 has simple_spread_v3, simple_reference_v3, "
                            f"simple_speaker_listener_v4 and others (its modules)") from None
     gym_id = f"mpe2/{name}"

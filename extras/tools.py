@@ -36,7 +36,8 @@ def read_run(cwd: str, command: str) -> dict:
 
 
 def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None) -> AgentBase:
-    """The agent of config.json, its hyperparameters as trained, acting with the best actor of actor.pt (weights_only)."""
+    """The agent of config.json, its hyperparameters as trained, acting with the best actor of actor.pt
+    (weights_only)."""
     agent = build_agent(config, env_info, device)
     agent.act.load_state_dict(load_weights(os.path.join(cwd, "actor.pt"), agent.device))
     return agent
@@ -81,11 +82,13 @@ def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, re
     gif_path = os.path.join(cwd, "replay.gif") if render == "gif" else None
     if gif_path is not None:
         write_gif(frames, gif_path, title=f"{config['agent']} on {env_info.env_name}: return {returns[0]:.1f}")
-    print(f"{config['agent']} on {env_info.env_name}, {len(results)} episodes: return {returns.mean():.1f} +- {returns.std():.1f}, "
+    print(f"{config['agent']} on {env_info.env_name}, {len(results)} episodes: "
+          f"return {returns.mean():.1f} +- {returns.std():.1f}, "
           f"length {lengths.mean():.0f} +- {lengths.std():.0f}" + ("" if np.isnan(successes).all() else
           f", success rate {successes.mean():.2f}") + (f"; first episode in {gif_path}" if gif_path else ""))
-    return {"avg_return": float(returns.mean()), "std_return": float(returns.std()), "avg_length": float(lengths.mean()),
-            "success_rate": float(successes.mean()), "gif": gif_path, "frames": len(frames or [])}
+    return {"avg_return": float(returns.mean()), "std_return": float(returns.std()),
+            "avg_length": float(lengths.mean()), "success_rate": float(successes.mean()), "gif": gif_path,
+            "frames": len(frames or [])}
 
 
 def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int = 250, fps: int = 30):
@@ -137,7 +140,8 @@ def grid_runs(argv: list[str]) -> tuple[dict, list[dict]]:
     for key in ("cwd", "if_resume", "if_remove"):
         if key in spec:
             raise RefusedError(f"{key}= is not accepted in a grid: each run's cwd is <grid>/<the settings that vary>, "
-                               f"and a grid started again skips finished runs and resumes the others; keys that may vary: "
+                               f"and a grid started again skips finished runs and resumes the others; "
+                               f"keys that may vary: "
                                f"{', '.join(sorted(ARGUMENT_NAMES - {'cwd', 'if_resume', 'if_remove'}))}")
     lists = {key: [parse_overrides([f"{key}={text}"])[key] for text in value.split(",")] for key, value in spec.items()}
     runs = [dict(zip(lists, values)) for values in itertools.product(*lists.values())]
@@ -220,15 +224,16 @@ def run_grid(grid_dir: str, argv: list[str], workers: int | None = None) -> list
                 rows[i] = {key: run[key] for key in varying} | json.load(f)
         else:
             to_run.append((i, run, cwd))
-    print(f"grid {grid_dir}: {len(runs)} runs, {len(runs) - len(to_run)} finished before, {workers} at a time", flush=True)
+    print(f"grid {grid_dir}: {len(runs)} runs, {len(runs) - len(to_run)} finished before, {workers} at a time",
+          flush=True)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:  # each thread waits on one run's process
         futures = {pool.submit(run_in_grid, run, cwd): (i, run) for i, run, cwd in to_run}
         for done, future in enumerate(concurrent.futures.as_completed(futures), start=len(runs) - len(to_run) + 1):
             i, run = futures[future]
             rows[i] = {key: run[key] for key in varying} | future.result()
             outcome = (f"failed: {rows[i]['error']}" if "error" in rows[i] else
-                       f"solved at step {rows[i]['steps_to_target']} in {rows[i]['seconds_to_target']} s" if rows[i]["solved"]
-                       else f"not solved, best {rows[i]['best_return']}")
+                       f"solved at step {rows[i]['steps_to_target']} in {rows[i]['seconds_to_target']} s"
+                       if rows[i]["solved"] else f"not solved, best {rows[i]['best_return']}")
             print(f"[{done}/{len(runs)}] {run_name(run, varying)}: {outcome}", flush=True)
 
     columns = varying + ["solved", "steps_to_target", "seconds_to_target", "best_return", "error"]
@@ -257,7 +262,8 @@ def print_grid_table(rows: list[dict], config_keys: list[str]):
 
 
 def agent_default(agent: str, key: str) -> typing.Any:
-    """The value the agent named `agent` gives the setting `key`, or None (not one of its settings, or unknown agent)."""
+    """The value the agent named `agent` gives the setting `key`, or None (not one of its settings, or unknown
+    agent)."""
     return agent_settings(AGENT_CLASSES[agent]).get(key) if agent in AGENT_CLASSES else None
 
 
@@ -271,7 +277,8 @@ def group_runs(runs: list[tuple[dict, typing.Any]]) -> dict[str, list]:
                and not all(config.get(key) == agent_default(config["agent"], key) for config, _ in runs)]
     groups = {}
     for config, value in runs:
-        groups.setdefault(" ".join(f"{key}={config.get(key)}" for key in varying) or config["agent"], []).append((config, value))
+        groups.setdefault(" ".join(f"{key}={config.get(key)}" for key in varying) or config["agent"],
+                          []).append((config, value))
     return groups
 
 
@@ -294,9 +301,11 @@ def find_runs(dirs: list[str], select: str | None = None, exclude: str | None = 
                 if rows := read_recorder(path):
                     runs.append((config, rows, path))
     if not runs:
-        raise RefusedError(f"plot= found no runs under {', '.join(dirs)}" + (f" selected by {select!r}" if select else "")
-                           + (f" without {exclude!r}" if exclude else "") + ": a run is a directory with config.json and "
-                           "a recorder.csv of at least one evaluation (a cwd of python AgentRun.py, or a grid's directory)")
+        raise RefusedError(f"plot= found no runs under {', '.join(dirs)}"
+                           + (f" selected by {select!r}" if select else "")
+                           + (f" without {exclude!r}" if exclude else "")
+                           + ": a run is a directory with config.json and a recorder.csv of at least one evaluation "
+                           "(a cwd of python AgentRun.py, or a grid's directory)")
     return runs
 
 
@@ -309,9 +318,9 @@ def interquartile_mean(values: np.ndarray) -> np.ndarray:
 
 def seed_curves(members: list, x_name: str, value: str, smooth: int, stat: str, repeats: int = 2000
                 ) -> tuple[np.ndarray, ...]:
-    """x (200 points) and the centre, low and high curves of one config's seeds: each seed's `value` (a moving average of
-    `smooth` rows) interpolated onto x within the range it covers; stat "median" with min and max, or "iqm" with its 95%
-    interval from `repeats` bootstrap resamples of the seeds (rliable's stratified bootstrap for one task, here in
+    """x (200 points) and the centre, low and high curves of one config's seeds: each seed's `value` (a moving average
+    of `smooth` rows) interpolated onto x within the range it covers; stat "median" with min and max, or "iqm" with its
+    95% interval from `repeats` bootstrap resamples of the seeds (rliable's stratified bootstrap for one task, here in
     numpy; x then spans only where every seed has a value, so that every resample has all of them)."""
     starts = [rows[min(smooth, len(rows)) - 1][x_name] for _, rows in members]
     ends = [rows[-1][x_name] for _, rows in members]
@@ -341,7 +350,8 @@ def plot_runs(dirs: list[str], value: str = "avg_return", x: str = "both", smoot
                            f"got x={x!r}, stat={stat!r}, smooth={smooth}")
     runs = find_runs(dirs, select, exclude)
     if all(value not in rows[0] for _, rows, _ in runs):
-        raise RefusedError(f"value={value!r} is no recorder.csv column of these runs; they have {', '.join(runs[0][1][0])}")
+        raise RefusedError(f"value={value!r} is no recorder.csv column of these runs; "
+                           f"they have {', '.join(runs[0][1][0])}")
     groups = group_runs([(config, rows) for config, rows, _ in runs])
     names = labels.split(",") if labels else list(groups)
     if len(names) != len(groups):
