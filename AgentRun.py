@@ -466,11 +466,6 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
     return RecurrentRolloutBuffer(device) if args.agent.if_recurrent else RolloutBuffer(device)
 
 
-# what the plot's bottom panel draws, of the columns a run's rows hold: each family's diagnostics
-DIAGNOSTICS = ("alpha", "epsilon", "mean_q", "action_std", "entropy", "approx_kl", "clip_fraction",
-               "explained_variance")
-
-
 class Evaluator:
     """Evaluates the deterministic policy: prints a row, appends it to recorder.csv, keeps the best as actor.pt."""
 
@@ -580,51 +575,14 @@ class Evaluator:
             self.plot()
 
     def plot(self):
-        """Redraw plot_<Episode>E_<Step>T_<Sec>s.png (returns, lengths, objectives, DIAGNOSTICS), replacing the last."""
-        history = self.history
-        steps = np.array([row["step"] for row in history])
-        column = lambda name: np.array([row.get(name, math.nan) for row in history], dtype=float)
-        avg_return, std_return = column("avg_return"), column("std_return")
-        diagnostics = [name for name in DIAGNOSTICS if name in history[-1]]
-        from matplotlib.figure import Figure  # imported late (0.8 s); the object API: no pyplot, no backend switch
-
-        fig = Figure(figsize=(8, 8 if diagnostics else 6))
-        panels = 2 + bool(diagnostics)
-        axes = fig.subplots(panels, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1, 1][:panels]})
-        ax_return, ax_objective = axes[:2]
-        ax_length = ax_return.twinx()
-        ax_length.fill_between(steps, 0, column("avg_length"), color="grey", alpha=0.2)
-        ax_length.set_ylabel("evaluation episode length", color="grey")
-        ax_return.set_zorder(ax_length.get_zorder() + 1)  # returns drawn over the grey area
-        ax_return.patch.set_visible(False)
-        ax_return.plot(steps, column("explore_return"), color="royalblue", label="exploration return")
-        ax_return.plot(steps, avg_return, color="red", label="evaluation mean")
-        ax_return.fill_between(steps, avg_return - std_return, avg_return + std_return, color="red", alpha=0.2)
-        ax_return.set_ylabel("episode return")
-        ax_return.legend(loc="upper left")
-        ax_return.grid(alpha=0.3)
-        ax_objective.plot(steps, column("obj_critic"), color="green", label="obj_critic")
-        ax_objective.set_ylabel("obj_critic", color="green")
-        if "obj_actor" in history[-1]:
-            ax_actor = ax_objective.twinx()
-            ax_actor.plot(steps, column("obj_actor"), color="darkgreen", linestyle="--", label="obj_actor")
-            ax_actor.set_ylabel("obj_actor (dashed)", color="darkgreen")
-        for name in diagnostics:
-            axes[2].plot(steps, column(name), label=name)
-        if diagnostics:
-            axes[2].set_yscale("symlog", linthresh=1e-3)
-            axes[2].legend(loc="upper left", fontsize=7)
-            axes[2].grid(alpha=0.3)
-        axes[-1].set_xlabel("environment steps")
-        seconds, episodes = history[-1]["seconds"], history[-1]["episodes"]
-        fig.suptitle(f"{self.title}: {episodes} episodes, {steps[-1]} steps, {int(seconds)} s")
-
-        path = os.path.join(self.cwd, f"plot_{episodes}E_{steps[-1]}T_{int(seconds)}s.png")
-        fig.savefig(path, dpi=80)
+        """Redraw plot_<Episode>E_<Step>T_<Sec>s.png (extras.tools.draw_run), replacing the last."""
+        last = self.history[-1]
+        path = os.path.join(self.cwd, f"plot_{last['episodes']}E_{last['step']}T_{int(last['seconds'])}s.png")
+        importlib.import_module("extras.tools").draw_run(self.history, self.title, path)
         if self.plot_path not in (None, path) and os.path.exists(self.plot_path):  # gone if killed after a redraw
             os.remove(self.plot_path)  # one plot in cwd, the newest
         self.plot_path = path
-        self.last_plot_time, self.plotted_rows = time.time(), len(history)
+        self.last_plot_time, self.plotted_rows = time.time(), len(self.history)
 
 
 def run_episodes(envs: list[gym.Env], agent: AgentBase, frames: list | None = None, deterministic: bool = True
@@ -892,6 +850,17 @@ ENV_FAMILIES = {r"ALE/|MinAtar/|CarRacing-": "extras.pixels",  # frames: ale-py,
 GOAL_KEYS = {"observation", "achieved_goal", "desired_goal"}  # a goal env's Dict observation (extras.goals)
 
 
+# the other optional adapters, each chosen by a field or by the env given: what chooses it -> module of extras/
+ADAPTERS = {"goal_env": "extras.goals",  # a Dict observation of GOAL_KEYS; her_k's relabelling
+            "if_action_mask": "extras.masks", "env_backend=envpool": "extras.envpool_backend",
+            "pettingzoo": "extras.teams"}  # a PettingZoo parallel env; whether a team's agents compete
+
+
+def adapter(chooser: str):
+    """The module of extras/ that ADAPTERS names, imported on first use."""
+    return importlib.import_module(ADAPTERS[chooser])
+
+
 # the entry points that the config.json of a run before 2026-11-28 records, where its family moved to extras/
 MOVED_ENTRY_POINTS = {"AgentRun:MultiAgentEnv": "extras.teams:MultiAgentEnv",
                       "AgentRun:make_no_velocity_env": "extras.no_velocity:make_no_velocity_env"}
@@ -924,7 +893,7 @@ def as_gymnasium(env):
         raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel "
                            f"API: make it with the env module's parallel_env(), or convert it with "
                            f"pettingzoo.utils.conversions.aec_to_parallel(env)")
-    return importlib.import_module("extras.teams").MultiAgentEnv(parallel_env=env)
+    return adapter("pettingzoo").MultiAgentEnv(parallel_env=env)
 
 
 def make_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False,
@@ -943,10 +912,10 @@ def make_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: b
     env_name, spec = env_name_of(env), env.spec
     goal_dim = 0
     if isinstance(env.observation_space, gym.spaces.Dict) and set(env.observation_space.spaces) == GOAL_KEYS:
-        env = importlib.import_module("extras.goals").GoalObservation(env, if_record_ends)
+        env = adapter("goal_env").GoalObservation(env, if_record_ends)
         goal_dim = env.goal_dim
     elif if_action_mask:
-        env = importlib.import_module("extras.masks").ActionMaskObservation(env, env_name)
+        env = adapter("if_action_mask").ActionMaskObservation(env, env_name)
     elif isinstance(env.observation_space, FLATTENED_SPACES):
         env = flat_observations(env, env_name)
 
@@ -1085,7 +1054,7 @@ def make_vector_env(env: str | gym.Env, num_envs: int | None = None, if_record_e
 def make_explore_env(args: "Arguments") -> gym.Env:
     """The explorer's env: plain for off-policy with num_envs=1 (cheapest), else vector; keeps a round's returns."""
     if args.env_backend == "envpool":
-        env = importlib.import_module("extras.envpool_backend").EnvPoolVectorEnv(args.env, args.num_envs)
+        env = adapter("env_backend=envpool").EnvPoolVectorEnv(args.env, args.num_envs)
         if isinstance(env.single_action_space, gym.spaces.Box) and not is_unit_box(env.single_action_space):
             env = gym.wrappers.vector.RescaleAction(env, np.float32(-1), np.float32(1))  # as agent_actions does
         return gym.wrappers.vector.RecordEpisodeStatistics(env, buffer_length=max(100, args.steps_per_round))
@@ -1281,7 +1250,7 @@ def fill_defaults(args: Arguments, env_info: "EnvInfo"):
                                f"{name} (only {users} have it); {args.agent.__name__}'s own settings are "
                                f"{', '.join(sorted(own_settings))}")
     if args.common_reward is None and own_settings.get("common_reward") and env_info.if_multi_agent and \
-            importlib.import_module("extras.teams").is_competing_team(env_info.env_name):
+            adapter("pettingzoo").is_competing_team(env_info.env_name):
         selfish = ", ".join(name for name, cls in AGENT_CLASSES.items() if cls.if_agent_rewards)
         raise RefusedError(f"{args.agent.__name__} learns one value of the team's common reward, the sum of every "
                            f"agent's; the agents of {env_info.env_name} compete (adversaries against the "
@@ -1374,9 +1343,9 @@ def check_options(args: Arguments, env_info: "EnvInfo"):
     if args.env_backend not in ("gymnasium", "envpool"):
         raise RefusedError(f"env_backend={args.env_backend!r} is not accepted: 'gymnasium' or 'envpool'")
     if args.env_backend == "envpool":
-        importlib.import_module("extras.envpool_backend").check_arguments(args, env_info)
+        adapter("env_backend=envpool").check_arguments(args, env_info)
     if args.her_k:
-        importlib.import_module("extras.goals").check_arguments(args, env_info)
+        adapter("goal_env").check_arguments(args, env_info)
     if args.if_state_norm and is_image(env_info.state_dim):
         raise RefusedError(f"if_state_norm=True is not accepted with image observations ({env_info.env_name}: "
                            f"{env_info.state_dim}): the image encoder scales pixels inside the network; it accepts "

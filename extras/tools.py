@@ -1,4 +1,4 @@
-"""The research tools of AgentRun.py's command line: replay= (and its GIF), export=, grid= and plot=."""
+"""The research tools of AgentRun.py's command line: replay= (and its GIF), export=, grid= and plot=; a run's figure."""
 import concurrent.futures
 import csv
 import itertools
@@ -280,6 +280,50 @@ def group_runs(runs: list[tuple[dict, typing.Any]]) -> dict[str, list]:
         groups.setdefault(" ".join(f"{key}={config.get(key)}" for key in varying) or config["agent"],
                           []).append((config, value))
     return groups
+
+
+# what a run's figure draws in its bottom panel, of the columns its rows hold: each family's diagnostics
+DIAGNOSTICS = ("alpha", "epsilon", "mean_q", "action_std", "entropy", "approx_kl", "clip_fraction",
+               "explained_variance")
+
+
+def draw_run(history: list[dict], title: str, path: str):
+    """A run's figure (AgentRun.Evaluator.plot) as a PNG at path: the evaluation mean and its spread over the
+    exploration return, the evaluation episode length shaded behind; the objectives; the DIAGNOSTICS it logs."""
+    steps = np.array([row["step"] for row in history])
+    column = lambda name: np.array([row.get(name, math.nan) for row in history], dtype=float)
+    avg_return, std_return = column("avg_return"), column("std_return")
+    diagnostics = [name for name in DIAGNOSTICS if name in history[-1]]
+    fig = Figure(figsize=(8, 8 if diagnostics else 6))
+    panels = 2 + bool(diagnostics)
+    axes = fig.subplots(panels, 1, sharex=True, gridspec_kw={"height_ratios": [2, 1, 1][:panels]})
+    ax_return, ax_objective = axes[:2]
+    ax_length = ax_return.twinx()
+    ax_length.fill_between(steps, 0, column("avg_length"), color="grey", alpha=0.2)
+    ax_length.set_ylabel("evaluation episode length", color="grey")
+    ax_return.set_zorder(ax_length.get_zorder() + 1)  # returns drawn over the grey area
+    ax_return.patch.set_visible(False)
+    ax_return.plot(steps, column("explore_return"), color="royalblue", label="exploration return")
+    ax_return.plot(steps, avg_return, color="red", label="evaluation mean")
+    ax_return.fill_between(steps, avg_return - std_return, avg_return + std_return, color="red", alpha=0.2)
+    ax_return.set_ylabel("episode return")
+    ax_return.legend(loc="upper left")
+    ax_return.grid(alpha=0.3)
+    ax_objective.plot(steps, column("obj_critic"), color="green", label="obj_critic")
+    ax_objective.set_ylabel("obj_critic", color="green")
+    if "obj_actor" in history[-1]:
+        ax_actor = ax_objective.twinx()
+        ax_actor.plot(steps, column("obj_actor"), color="darkgreen", linestyle="--", label="obj_actor")
+        ax_actor.set_ylabel("obj_actor (dashed)", color="darkgreen")
+    for name in diagnostics:
+        axes[2].plot(steps, column(name), label=name)
+    if diagnostics:
+        axes[2].set_yscale("symlog", linthresh=1e-3)
+        axes[2].legend(loc="upper left", fontsize=7)
+        axes[2].grid(alpha=0.3)
+    axes[-1].set_xlabel("environment steps")
+    fig.suptitle(f"{title}: {history[-1]['episodes']} episodes, {steps[-1]} steps, {int(history[-1]['seconds'])} s")
+    fig.savefig(path, dpi=80)
 
 
 PLOT_OPTIONS = {"value": (str,), "x": (str,), "smooth": (int,), "select": (str,), "exclude": (str,), "labels": (str,),
