@@ -1907,9 +1907,10 @@ def resume(cwd: str, /, **overrides) -> dict:
 
 
 def main(argv: list[str]) -> dict | list | str:
-    """The command line: `replay=<cwd> [episodes=<n>] [deterministic=False] [render=gif|human|none]`, `export=<cwd>`,
-    `plot=<dir>[,<dir>...] [value= x= smooth= select= exclude= labels= stat=]`, `resume=<cwd> [key=value ...]`,
-    `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (extras.tools), or `[key=value ...]` for run__demo()."""
+    """The command line: `replay=<cwd> [episodes=<n>] [deterministic=False] [render=gif|human|none] [actor=last]`,
+    `export=<cwd>`, `plot=<dir>[,<dir>...] [value= x= smooth= select= exclude= labels= stat=]`, `resume=<cwd>
+    [key=value ...]`, `grid=<dir> [workers=<n>] [key=v1,v2,... ...]` (extras.tools), or `[key=value ...]` for
+    run__demo()."""
     commands = [item for item in argv if item.startswith(("replay=", "export=", "resume=", "plot=", "grid="))]
     if len(commands) > 1:
         raise RefusedError(f"one of replay=, export=, resume=, plot= and grid= at a time, got {' '.join(commands)}")

@@ -35,23 +35,30 @@ def read_run(cwd: str, command: str) -> dict:
     return read_config(config_path)
 
 
-def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None) -> AgentBase:
-    """The agent of config.json, its hyperparameters as trained, acting with the best actor of actor.pt
-    (weights_only)."""
+def saved_agent(cwd: str, config: dict, env_info: EnvInfo, device=None, actor: str = "best") -> AgentBase:
+    """The agent of config.json, its hyperparameters as trained, acting with the best actor (actor.pt) or the last
+    checkpoint's (actor="last": checkpoint/act.pt, the policy where the run stopped); weights_only loads."""
+    path = os.path.join(cwd, "actor.pt") if actor == "best" else os.path.join(AgentRun.find_checkpoint(cwd), "act.pt")
     agent = build_agent(config, env_info, device)
-    agent.act.load_state_dict(load_weights(os.path.join(cwd, "actor.pt"), agent.device))
+    agent.act.load_state_dict(load_weights(path, agent.device))
     return agent
 
 
 REPLAY_RENDERS = {"gif": "rgb_array", "human": "human", "none": None}  # replay's render= and the env's render_mode
-REPLAY_OPTIONS = {"episodes": (int,), "deterministic": (bool,), "render": (str,)}  # replay='s key=value, typed
+REPLAY_OPTIONS = {"episodes": (int,), "deterministic": (bool,), "render": (str,),
+                  "actor": (str,)}  # replay='s key=value, typed
 
 
-def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, render: str = "gif") -> dict:
+def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, render: str = "gif",
+           actor: str = "best") -> dict:
     """Load config.json and actor.pt (weights_only) from a finished or running cwd, run `episodes` episodes (the run's
     eval_times by default) of the deterministic policy (deterministic=False: the exploring one), print mean and std of
     return and length, and show the first episode: render="gif" writes replay.gif into cwd, "human" opens the env's
-    window (where a display exists), "none" neither (Spinning Up's test_policy takes the same choices)."""
+    window (where a display exists), "none" neither (Spinning Up's test_policy takes the same choices). actor="last"
+    plays the last checkpoint's actor instead of the best evaluated one."""
+    if actor not in ("best", "last"):
+        raise RefusedError(f"actor={actor!r} is not accepted: 'best' (actor.pt, the best evaluation's) or 'last' (the "
+                           f"last checkpoint's)")
     if render not in REPLAY_RENDERS:
         raise RefusedError(f"render={render!r} is not accepted: one of {', '.join(REPLAY_RENDERS)}")
     if render == "human" and sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or
@@ -70,7 +77,7 @@ def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, re
         raise RefusedError(f"replay makes the env config.json records ({config['env']!r}), which gymnasium cannot make "
                            f"({error}); replay works for runs of registered environments") from None
     envs, env_info = [env for env, _ in prepared], prepared[0][1]
-    agent = saved_agent(cwd, config, env_info)
+    agent = saved_agent(cwd, config, env_info, actor=actor)
     for i, env in enumerate(envs):
         env.reset(seed=config["seed"] + i)
 
@@ -82,7 +89,7 @@ def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, re
     gif_path = os.path.join(cwd, "replay.gif") if render == "gif" else None
     if gif_path is not None:
         write_gif(frames, gif_path, title=f"{config['agent']} on {env_info.env_name}: return {returns[0]:.1f}")
-    print(f"{config['agent']} on {env_info.env_name}, {len(results)} episodes: "
+    print(f"{config['agent']} on {env_info.env_name}, {actor} actor, {len(results)} episodes: "
           f"return {returns.mean():.1f} +- {returns.std():.1f}, "
           f"length {lengths.mean():.0f} +- {lengths.std():.0f}" + ("" if np.isnan(successes).all() else
           f", success rate {successes.mean():.2f}") + (f"; first episode in {gif_path}" if gif_path else ""))

@@ -163,7 +163,7 @@ def test_each_printed_row_tells_the_speed_and_the_time_left(tmp_path, capsys):
     assert notes[-1][2] == "0"  # break_step reached
 
 
-def test_replay_takes_episodes_the_exploring_policy_and_no_gif(tmp_path):
+def test_replay_takes_episodes_the_exploring_policy_the_last_actor_and_no_gif(tmp_path):
     """replay=<cwd> episodes=3 deterministic=False render=none: three episodes of the exploring policy, no GIF; the
     deterministic replay of the same envs differs; a human window is refused without a display."""
     import os
@@ -188,6 +188,14 @@ def test_replay_takes_episodes_the_exploring_policy_and_no_gif(tmp_path):
     if not os.environ.get("DISPLAY"):
         with pytest.raises(ValueError, match=r"render='human' needs a display"):
             tools.replay(cwd, render="human")
+    # actor=last: the last checkpoint's actor (where the run stopped), not the best evaluation's
+    config, env_info = AgentRun.read_config(os.path.join(cwd, "config.json")), AgentRun.make_env("Pendulum-v1")[1]
+    last = tools.saved_agent(cwd, config, env_info, device="cpu", actor="last").act.state_dict()
+    saved = torch.load(os.path.join(cwd, "checkpoint", "act.pt"), weights_only=True)
+    assert all(torch.equal(last[name], saved[name]) for name in saved)
+    assert AgentRun.main([f"replay={cwd}", "episodes=1", "render=none", "actor=last"])["avg_length"] == 200
+    with pytest.raises(ValueError, match=r"actor='worst' is not accepted: 'best' \(actor.pt"):
+        tools.replay(cwd, actor="worst")
 
 
 class PartsEnv(gym.Env):
