@@ -30,6 +30,7 @@ the library's files are those ours ran).
 MinAtar's, where the row's last_return is the result, and the table printed is the budget's (`table=<commit>
 budget=True` prints it again): steps, seconds, best and last returns. The peer has no such stop, so it needs
 `peer=False`.
+`keep=<dir>` keeps our runs' directories under dir (benchmarks/reward_terms.py reads their actors).
 `fixed_time=True` runs ours and the peer for max_time each whatever the return (a target of +inf), as the MuJoCo
 tasks are measured, and prints the budget's table. `peers=SAC,PPO` names the SB3 algorithms that run beside (by
 default each agent's family's; either only where the zoo has hyperparameters for the task); with `agents=none` the
@@ -39,6 +40,7 @@ peers run alone (a seed of theirs that an invocation left out).
 A run that stops without reaching the target counts as a failure (an infinite time in the median); so does one that
 crashes (its row's loop is "crashed"), and the invocation goes on with the next run.
 """
+import contextlib
 import csv
 import datetime
 import json
@@ -120,13 +122,15 @@ def peer_family(agent: str, env: str) -> str:
 
 
 def run_once(name: str, env: str, seed: int, loop: str, max_time: float, settings: tuple = (),
-             if_fixed_time: bool = False) -> dict:
+             if_fixed_time: bool = False, keep: str | None = None) -> dict:
     """One run as a fresh process: our agent `name` in the serial or mp loop, the mp loop with N explorers ("mpN",
     num_workers=N), N data-parallel learners under torchrun ("ddpN") or its default loop ("default"), or the peer
     SB3-<algo> ("sb3"); our runs add `settings` ("key=value") to their defaults. With if_fixed_time every run goes on
     for max_time whatever its return (a target of +inf). Returns steps, seconds, solved, the loop that ran, and the
-    best and last evaluation means."""
-    with tempfile.TemporaryDirectory() as cwd:
+    best and last evaluation means. keep: a folder where our run's directory stays (<keep>/<agent>_<env>_<seed>/run),
+    for a look at its actors afterwards (benchmarks/reward_terms.py); else a temporary one."""
+    kept = None if keep is None else os.path.join(keep, f"{name}_{env.replace('/', '-')}_{seed}")
+    with tempfile.TemporaryDirectory() if kept is None else contextlib.nullcontext(kept) as cwd:
         if loop == "sb3":
             command = [sys.executable, "benchmarks/peer_sb3.py", f"algo={name.removeprefix(PEER_PREFIX)}", f"env={env}",
                        f"seed={seed}", f"max_time={max_time}"] + (["target=inf"] if if_fixed_time else [])
@@ -319,7 +323,7 @@ def main(argv: list[str]):
         for env, name, loop in plan:
             start = time.perf_counter()
             try:
-                result = run_once(name, env, seed, loop, max_time, settings, if_fixed_time)
+                result = run_once(name, env, seed, loop, max_time, settings, if_fixed_time, options.get("keep"))
             except (RuntimeError, subprocess.TimeoutExpired) as error:  # that seed's failure; the others still run
                 print(f"{label(name)} {env} seed {seed} crashed: {error}", file=sys.stderr, flush=True)
                 result = {"steps": 0, "seconds": round(time.perf_counter() - start, 1), "solved": False, "loop": "crashed",
