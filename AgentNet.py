@@ -8,9 +8,8 @@ import math
 import torch
 import torch.nn as nn
 
+
 # ---- building blocks ----
-
-
 def layer_init_orthogonal(layer: nn.Linear, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
     """Orthogonal weights keep activations well scaled at depth (Saxe et al. arXiv:1312.6120);
     a small `std` on an output layer starts the policy or Q-values near zero."""
@@ -82,8 +81,6 @@ def mlp(net_dim: "int | NetShape", dim_in: int, dim_out: int | None, output_std:
 
 
 # ---- image encoders (pixels) ----
-
-
 def is_image(state_dim: "int | tuple[int, ...]") -> bool:
     """Whether a state_dim is an image's shape (a tuple) rather than a flat state's length."""
     return isinstance(state_dim, (tuple, list))
@@ -182,8 +179,6 @@ class StateNorm(nn.Module):
 
 
 # ---- Q-networks (discrete actions) ----
-
-
 ILLEGAL = -1e8  # below any real Q-value or logit, yet finite, so that 0 * ILLEGAL stays 0
 
 
@@ -280,8 +275,6 @@ class QNetTwin(nn.Module):
 
 
 # ---- actors (continuous actions) ----
-
-
 class Actor(nn.Module):
     """Deterministic policy a = tanh(mlp(s)) for DDPG and TD3."""
 
@@ -303,9 +296,8 @@ class Actor(nn.Module):
 
 
 class ActorSAC(nn.Module):
-    """Tanh-squashed Gaussian policy: a = tanh(u), u ~ N(mean(s), std(s)). The mean and log std are bounded: an
-    unbounded mean drifted to |u| ~ 90 on Hardcore and its log pi (~300) drove the soft targets to -30,000
-    (History/UPDATE_LOG.md, 2026-11-28; tests/test_sac_bounds.py)."""
+    """Tanh-squashed Gaussian policy: a = tanh(u), u ~ N(mean(s), std(s)), its mean and log std bounded: unbounded,
+    log pi and the soft targets ran away (History/UPDATE_LOG.md, 2026-11-28; tests/test_sac_bounds.py)."""
 
     log_std_min, log_std_max = -5.0, 2.0  # Yarats' pytorch_sac bounds: the density of a sample stays resolvable
     mean_max = 5.0  # |pre-tanh mean| soft bound: tanh(5) = 0.99991, and log(1 - tanh(u)^2) stays above -9 per dimension
@@ -344,8 +336,6 @@ class ActorSAC(nn.Module):
 
 
 # ---- critics (continuous actions) ----
-
-
 class Critic(nn.Module):
     """Q(s, a) for a continuous action."""
 
@@ -473,12 +463,9 @@ class CriticTwinEncoded(CriticEncoded):
 
 
 # ---- on-policy actors and critic (PPO, A2C) ----
-
-
 class ActorPPO(nn.Module):
-    """Gaussian policy u ~ N(mean(s), std), log std learned and state-independent. The agent keeps
-    the raw u (exact log-prob) and gives the env u clipped into [-1, 1]. Sampling and scoring are
-    written out for speed, not torch.distributions (History/UPDATE_LOG.md, 2026-11-22)."""
+    """Gaussian policy u ~ N(mean(s), std), log std learned and state-independent; the agent keeps the raw u (exact
+    log-prob), the env u clipped to [-1, 1]. Not torch.distributions, for speed (History/UPDATE_LOG.md, 2026-11-22)."""
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
@@ -662,8 +649,6 @@ class QNetRecurrentDuel(QNetDuel):
 
 
 # ---- multi-agent networks (a team's states: every agent's observation side by side) ----
-
-
 def with_agent_ids(state: torch.Tensor, num_agents: int) -> torch.Tensor:
     """(..., num_agents * obs_dim) -> (..., num_agents, obs_dim + num_agents): each agent's
     one-hot id appended, so a shared network tells agents apart (as QMIX and MAPPO)."""

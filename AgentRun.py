@@ -23,7 +23,6 @@ import threading
 import time
 import traceback
 import typing
-from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -38,7 +37,6 @@ from AgentZoo import (AgentBase, FrameStackPrioritizedReplayBuffer, FrameStackRe
 
 
 # ---- the user's surface: the demos, the run's arguments ----
-
 
 def run__demo(**overrides) -> dict:
     """PPO on LunarLanderContinuous-v3, the fastest default agent there (BENCHMARKS.md); returns how the run stopped."""
@@ -64,7 +62,7 @@ class RefusedTypeError(RefusedError, TypeError):
     """An argument of a type the library does not take."""
 
 
-@dataclass
+@dataclasses.dataclass
 class Arguments:
     """Every knob of a run; None takes the agent's default (AgentZoo train_defaults, hyper_defaults) or the env's."""
 
@@ -74,7 +72,6 @@ class Arguments:
     cwd: str | None = None  # working directory for outputs; None -> ./{AgentName}_{EnvName}_{seed}
     seed: int = 0  # seeds torch, numpy and the environments
     num_threads: int = 1  # torch threads, > 0; small networks on a small CPU run fastest on one
-
     net_dims: int | tuple | str | None = None  # each MLP's hidden widths: n (two layers of n, > 0), "400,300",
     #   "400x300" or a tuple
     activation: str | None = None  # after each hidden layer: relu, tanh, elu or gelu (AgentNet.NetShape); None: relu
@@ -131,9 +128,7 @@ class Arguments:
     #   leaves motion to a recurrent agent's memory (R2D2); other envs' states stay as they come
     if_action_mask: bool | None = None  # discrete agents but ACER and teams: True appends the env's mask of legal
     #   actions (info["action_mask"] or a Dict's) to states; an illegal one is never taken nor bootstrapped from
-
-    # stop after this many env steps, > 0 (2^20 was short on BipedalWalker-v3: History/UPDATE_LOG.md, 2026-11-25)
-    break_step: int = 2 ** 22
+    break_step: int = 2 ** 22  # stop after this many env steps, > 0 (why 2^22: History/UPDATE_LOG.md, 2026-11-25)
     max_time: float = 24 * 3600.0  # stop after this many seconds, > 0
     target_return: float | None = None  # stop once the evaluation mean reaches this; None -> the env's
     eval_gap: float = 1.0  # min seconds between evaluations (longer: Evaluator.eval_share), >= 0; 0: after every round
@@ -201,7 +196,6 @@ class Arguments:
 
 # ---- the run: train_and_evaluate and the serial loop, the reference ----
 
-
 def train_and_evaluate(args: Arguments) -> dict:
     """Train until target_return, a limit, a `stop` file or Ctrl-C, in the loop that suits; returns how it stopped."""
     env_info = make_env(args.env, if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[1]
@@ -233,16 +227,7 @@ def train_serial(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, "Recor
     stop_reason = None
     try:
         while stop_reason is None:
-            trajectory = explorer.explore(learner.step)
-            learner.store(trajectory, args.num_envs)
-            returns = explorer.new_returns()
-            learner.episodes += len(returns)
-            recorder.keep(returns)
-            stats = learner.learn(trajectory)
-            stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
-            if stop_reason is not None:
-                recorder.finish()  # before the last checkpoint, which records the plot's name
-            learner.save_when_due(stop_reason is not None)
+            stop_reason = run_round(learner, explorer, recorder)
     except KeyboardInterrupt:
         recorder.finish()
         learner.save()  # the round in flight is lost; everything before it is in the checkpoint
@@ -250,8 +235,38 @@ def train_serial(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, "Recor
     return stop_reason, learner.step, recorder
 
 
-# ---- the round's three roles, written once: explorer, learner, recorder ----
+def run_round(learner: "Learner", explorer: "Explorer", recorder: "Recorder | None",
+              interrupted: list | None = None) -> str | None:
+    """One round of the roles; returns why the run stops, or None. Under torchrun (interrupted: the signals
+    this rank noted) the ranks agree in one all_reduce, rank 0 records, and every rank takes its stop."""
+    trajectory = explorer.explore(learner.step)
+    learner.store(trajectory, learner.args.num_envs)
+    returns = explorer.new_returns()
+    episodes, if_ready, if_interrupted = len(returns), None, False
+    if interrupted is not None:  # torchrun: summed over the ranks
+        total = torch.tensor([int(not learner.ready()), episodes, int(len(interrupted) > 0)],
+                             device=learner.agent.device)
+        dist.all_reduce(total)
+        not_ready, episodes, if_interrupted = total.tolist()
+        if_ready = not_ready == 0
+    learner.episodes += episodes
+    stats = learner.learn(trajectory, if_ready)  # torchrun: every rank's states, one all_reduce
+    stop_reason = None
+    if recorder is not None:  # rank 0's under torchrun
+        recorder.keep(returns)
+        stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
+        stop_reason = "Ctrl-C" if if_interrupted else stop_reason
+        if stop_reason is not None:
+            recorder.finish()  # before the last checkpoint, which records the plot's name
+        learner.save_when_due(stop_reason is not None)
+    if interrupted is None:
+        return stop_reason
+    decided = [stop_reason]
+    dist.broadcast_object_list(decided, src=0)
+    return decided[0]
 
+
+# ---- the round's three roles, written once: explorer, learner, recorder ----
 
 class Explorer:
     """The round's first role: steps the exploring env with the agent (random in an off-policy warm-up), reports ended
@@ -343,7 +358,8 @@ class Learner:
         """A checkpoint: agent, buffer (unless if_save_buffer=False), counts, recorder and RNG states."""
         save_checkpoint(self.args.cwd, self.agent, self.buffer if self.args.if_save_buffer else None,
                         {"step": self.step, "episodes": self.episodes, "evaluator": self.recorder_state(),
-                         "rng": rng_states()})
+                         "rng": {"cpu": torch.get_rng_state(),  # a resumed run draws what it would have drawn
+                                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}})
         self.last_save_time = time.time()
 
     def save_when_due(self, if_stop: bool):
@@ -358,20 +374,17 @@ class Recorder:
     def __init__(self, args: Arguments, env_info: "EnvInfo", step: int, state: dict | None):
         self.args, self.returns = args, []
         self.evaluator = build_evaluator(args, env_info, step, state)
+        self.state_dict, self.finish = self.evaluator.state_dict, self.evaluator.finish
 
     def keep(self, returns: list[float]):
         """The returns of exploration episodes, for the next row's explore_return."""
         self.returns += returns
 
-    def is_due(self, reason: str | None) -> bool:
-        """Whether to evaluate now: at the stop, or once the evaluator's wait has passed."""
-        return reason is not None or self.evaluator.is_due()
-
     def end_round(self, agent: AgentBase, step: int, episodes: int, stats: dict | None,
                   weights: torch.nn.Module | None = None) -> str | None:
         """Why the run stops after this round, or None; evaluates when due and at the stop, once learning began."""
         reason = round_stop_reason(self.args, step, self.evaluator.start_time)
-        if stats is not None and self.is_due(reason):
+        if stats is not None and (reason is not None or self.evaluator.is_due()):
             reason = self.evaluate(agent, step, episodes, stats, weights) or reason
         return reason
 
@@ -386,12 +399,6 @@ class Recorder:
         if avg_return >= self.args.target_return:
             return f"reached target_return {self.args.target_return} (evaluation mean {avg_return:.1f})"
         return None
-
-    def state_dict(self) -> dict:
-        return self.evaluator.state_dict()
-
-    def finish(self):
-        self.evaluator.finish()
 
 
 def round_stop_reason(args: Arguments, step: int, start_time: float) -> str | None:
@@ -458,9 +465,8 @@ def build_buffer(args: Arguments, env_info: "EnvInfo", device) -> ReplayBuffer |
                 *sizes, state_dtype=env_info.state_dtype, num_envs=args.num_envs * args.num_workers, n_step=args.n_step,
                 stack=env_info.frame_stack)
         num_rewards = env_info.num_agents if args.agent.if_agent_rewards else 1
-        return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(*sizes, num_agents=env_info.num_agents,
-                                                                          num_rewards=num_rewards,
-                                                                          state_dtype=env_info.state_dtype)
+        return (PrioritizedReplayBuffer if args.if_per else ReplayBuffer)(
+            *sizes, num_agents=env_info.num_agents, num_rewards=num_rewards, state_dtype=env_info.state_dtype)
     if args.buffer_size is not None:  # an on-policy agent with a replay (ACER) keeps whole rollouts
         return SegmentReplayBuffer(args.buffer_size, device)
     return RecurrentRolloutBuffer(device) if args.agent.if_recurrent else RolloutBuffer(device)
@@ -472,8 +478,8 @@ class Evaluator:
     eval_share = 0.1  # evaluations are spaced so that they take at most this share of the run's time
     plot_gap = 10.0  # seconds between redraws of the plot (one costs about 0.3 s); finish() draws the last rows
 
-    def __init__(self, cwd: str, eval_envs: list[gym.Env], eval_gap: float, title: str, if_tensorboard: bool = False,
-                 limits: tuple[int, float, int] | None = None):
+    def __init__(self, cwd: str, eval_envs: list[gym.Env], eval_gap: float, title: str, if_tensorboard: bool,
+                 limits: tuple[int, float, int]):
         self.cwd, self.eval_envs, self.eval_gap, self.title = cwd, eval_envs, eval_gap, title
         if if_tensorboard:  # optional: imported only when asked for, so the library does not need it
             from torch.utils.tensorboard import SummaryWriter
@@ -488,14 +494,6 @@ class Evaluator:
         # the first redraw after plot_gap: a run that ends sooner is drawn once, by finish()
         self.last_plot_time, self.plotted_rows = self.start_time, 0
         self.limits = limits  # (break_step, max_time, the step this session began at) for each row's progress note
-
-    def progress(self, step: int, seconds: float) -> str:
-        """This session's steps per second and the time left until break_step or max_time, whichever comes first."""
-        break_step, max_time, session_step = self.limits
-        rate = (step - session_step) / max(time.time() - self.session_start, 1e-9)
-        left = min(max_time - seconds, (break_step - step) / rate if rate > 0 else math.inf)
-        left_text = f"{left / 60:.0f} min" if left < 6000 else f"{left / 3600:.1f} h"
-        return f"{rate:,.0f} steps/s, {left_text} left"
 
     def state_dict(self) -> dict:
         return {"seconds": time.time() - self.start_time, "best_return": self.best_return,
@@ -542,23 +540,25 @@ class Evaluator:
         if avg_return > self.best_return:
             self.best_return, self.best_actor = avg_return, cpu_state_dict(agent.act)
             save_atomically(self.best_actor, os.path.join(self.cwd, "actor.pt"))
-
         row = {"step": step, "seconds": time.time() - self.start_time, "avg_return": avg_return,
                "std_return": std_return, "explore_return": explore_return, "min_return": float(np.min(returns)),
                "max_return": float(np.max(returns)), "avg_length": float(np.mean(lengths))}
         if not np.isnan(successes).all():  # a goal env: the share of episodes that ended at their goal
             row["success_rate"] = float(np.mean(successes))
         row |= stats
-        if not os.path.exists(os.path.join(self.cwd, "recorder.csv")):  # a resumed run appends to its rows
-            with open(os.path.join(self.cwd, "recorder.csv"), "w", newline="") as f:
-                csv.writer(f).writerow(row)
+        path = os.path.join(self.cwd, "recorder.csv")
+        lines = [row.values()] if os.path.exists(path) else [row, row.values()]  # a resumed run appends to its rows
+        with open(path, "a", newline="") as f:  # a new file: the names first
+            csv.writer(f).writerows(lines)
         if not self.if_legend_printed:  # once per process, a resumed one too
             print(" ".join(f"{name:>12}" for name in row))
             self.if_legend_printed = True
-        with open(os.path.join(self.cwd, "recorder.csv"), "a", newline="") as f:
-            csv.writer(f).writerow(row.values())
+        break_step, max_time, session_step = self.limits  # this session's rate, the time left
+        rate = (step - session_step) / max(time.time() - self.session_start, 1e-9)
+        left = min(max_time - row["seconds"], (break_step - step) / rate if rate > 0 else math.inf)
+        left_text = f"{left / 60:.0f} min" if left < 6000 else f"{left / 3600:.1f} h"
         print(f"{step:>12d} {row['seconds']:>12.1f} " + " ".join(f"{value:>12.4g}" for value in list(row.values())[2:])
-              + (f"  {self.progress(step, row['seconds'])}" if self.limits is not None else ""))
+              + f"  {rate:,.0f} steps/s, {left_text} left")
         self.history.append(row | {"episodes": episodes})
         if self.writer is not None:
             for name, value in list(row.items())[1:]:
@@ -649,7 +649,6 @@ def print_banner(args: Arguments, env_info: "EnvInfo", step: int, where: str):
 
 # ---- the multiprocess loop: the roles in processes, trajectories and weights through queues ----
 
-
 def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
     """Explorers and a learner in processes of their own, this one records; a failed child stops the run, named."""
     run_state = start_state(args)
@@ -668,12 +667,17 @@ def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, 
         try:
             while stop_reason is None and not ctrl_c:
                 raise_if_failed(children, channels.errors)
-                report = next_report(channels.reports, learner)
-                if report is None:
+                try:
+                    report = channels.reports.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                except SENDER_LEFT:  # the learner died after sending it: raise_if_failed names it
+                    learner.join(timeout=10)
                     continue
                 step, stop_reason = report.step, report.stop_reason
                 recorder.keep(report.returns)
-                if report.weights is not None and recorder.is_due(stop_reason):  # the newest round when due; the last
+                # the newest round when due, and the last
+                if report.weights is not None and (stop_reason is not None or recorder.evaluator.is_due()):
                     stop_reason = recorder.evaluate(eval_agent, step, report.episodes, report.stats,
                                                     report.weights) or stop_reason
                     save_atomically(recorder.state_dict(), state_path)
@@ -694,7 +698,6 @@ def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, 
 
 CHILD_EXIT_SECONDS = 60.0  # how long the children get to leave after the stop; the learner writes its final checkpoint
 
-
 # The recorder's state, which the learner copies into each checkpoint: a file, not a queue, since a
 # process killed while writing to a pipe leaves half an item that its reader waits on forever.
 RECORDER_STATE = "recorder_state.pt"
@@ -714,7 +717,7 @@ class LearnerReport(typing.NamedTuple):
     """What the learner sends the recorder after each round of a multiprocess run (the newest replaces the last)."""
     step: int  # environment steps taken, all sessions of the run
     episodes: int  # exploration episodes finished, all sessions
-    returns: list  # the returns of the episodes of the rounds since the recorder's last read (put_report)
+    returns: list  # the returns of the episodes of the rounds since the recorder's last read (put_newest)
     stats: dict | None  # the round's update_net stats; None before learning starts
     weights: dict | None  # a CPU copy of the actor to evaluate; None before learning starts (nothing to evaluate)
     stop_reason: str | None  # why the learner stops after this round (a limit, the stop file), or None
@@ -807,7 +810,7 @@ def learner_process(channels: Channels, args: Arguments, env_info: "EnvInfo"):
         for weights_queue in channels.weights if weights is not None else ():
             put_newest(weights_queue, weights)
         stop_reason = round_stop_reason(args, learner.step, start_time)
-        put_report(channels.reports,
+        put_newest(channels.reports,
                    LearnerReport(learner.step, learner.episodes, returns, stats, weights, stop_reason))
         learner.save_when_due(False)
     while not is_stopping(channels.stop):  # the recorder evaluates the last weights, then stops the run
@@ -818,8 +821,7 @@ def learner_process(channels: Channels, args: Arguments, env_info: "EnvInfo"):
 
 # ---- environments: a gymnasium env, its facts, the explorer's vector env ----
 
-
-@dataclass
+@dataclasses.dataclass
 class EnvInfo:
     env_name: str
     state_dim: int | tuple[int, ...]  # a flat state's length, or an image's shape (AgentNet.ImageEncoder)
@@ -834,10 +836,8 @@ class EnvInfo:
     frame_stack: int = 1  # frames an image state stacks (FrameStackObservation); replay stores each frame once
 
 
-# Pendulum-v1 declares no reward_threshold: -200, the common choice (README.md). FetchReach-v4
-# neither: -5, within reach after 5 of 50 steps on average (History/UPDATE_LOG.md, 2026-11-24).
+# ids that declare no reward_threshold (why these: README.md; History/UPDATE_LOG.md, 2026-11-24)
 TARGET_RETURN_WITHOUT_THRESHOLD = {"Pendulum-v1": -200.0, "FetchReach-v4": -5.0}
-
 
 # optional env families, each a module of extras/ imported on first use (env_family): id pattern ->
 # module, which makes the env (make) and registers its ids with gymnasium (register)
@@ -846,9 +846,7 @@ ENV_FAMILIES = {r"ALE/|MinAtar/|CarRacing-": "extras.pixels",  # frames: ale-py,
                 r"Fetch|HandManipulate|HandReach|PointMaze|AntMaze|Adroit|FrankaKitchen": "extras.goals",  # robotics
                 r"\w+NoVel-v\d+$": "extras.no_velocity"}  # the velocity-masked benchmark tasks
 
-
 GOAL_KEYS = {"observation", "achieved_goal", "desired_goal"}  # a goal env's Dict observation (extras.goals)
-
 
 # the other optional adapters, each chosen by a field or by the env given: what chooses it -> module of extras/
 ADAPTERS = {"goal_env": "extras.goals",  # a Dict observation of GOAL_KEYS; her_k's relabelling
@@ -872,12 +870,6 @@ def env_family(env_id: str):
     return None if module is None else importlib.import_module(module)
 
 
-def env_name_of(env: gym.Env) -> str:
-    if env.spec is not None:
-        return env.spec.id
-    return env.unwrapped.name if hasattr(env.unwrapped, "possible_agents") else type(env.unwrapped).__name__
-
-
 def make_twin_env(env: str | gym.Env) -> str | gym.Env:
     """A second, independent env for evaluation: the same id, or a new instance of an instance's spec."""
     if isinstance(env, str):
@@ -885,81 +877,65 @@ def make_twin_env(env: str | gym.Env) -> str | gym.Env:
     return gym.make(env.spec) if getattr(env, "spec", None) is not None else copy.deepcopy(env)
 
 
-def as_gymnasium(env):
-    """A PettingZoo parallel env as a MultiAgentEnv; a PettingZoo AEC env refused; anything else as it is."""
-    if isinstance(env, gym.Env) or not hasattr(env, "possible_agents"):
-        return env
-    if hasattr(env, "agent_iter"):  # PettingZoo's AEC API: agents act one after another
-        raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel "
-                           f"API: make it with the env module's parallel_env(), or convert it with "
-                           f"pettingzoo.utils.conversions.aec_to_parallel(env)")
-    return adapter("pettingzoo").MultiAgentEnv(parallel_env=env)
-
-
 def make_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: bool = False,
                 frame_stack: int | None = None) -> tuple[gym.Env, EnvInfo]:
     """Make the env, check its spaces, flatten structured observations, take Box actions in [-1, 1] (agent_actions)."""
-    if isinstance(env, str):
-        env = make_env_of_id(env, frame_stack)
-    elif frame_stack is not None:
-        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for an env instance, which comes stacked as "
-                           f"it was made: it sets how many frames the states of an ALE/<Game>-v5 id stack; leave "
-                           f"frame_stack None")
-    env = as_gymnasium(env)
+    if frame_stack is not None and not (isinstance(env, str) and env.startswith("ALE/")):
+        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for "
+                           f"{env if isinstance(env, str) else 'an env instance'}: it sets how many frames the states "
+                           f"of an ALE/<Game>-v5 id stack (an instance comes stacked as it was made; MinAtar's grids "
+                           f"are one frame already); leave frame_stack None")
+    family = env_family(env) if isinstance(env, str) else None  # ENV_FAMILIES' module, else gymnasium
+    if family is not None:
+        env = family.make(env, frame_stack)
+    elif isinstance(env, str):
+        try:
+            env = gym.make(env)
+        except gym.error.Error as error:
+            raise RefusedError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
+                               f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
+                               f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
+                               f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
+    if not isinstance(env, gym.Env) and hasattr(env, "possible_agents"):  # a PettingZoo env: a MultiAgentEnv
+        if hasattr(env, "agent_iter"):  # PettingZoo's AEC API: agents act one after another
+            raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the "
+                               f"parallel API: make it with the env module's parallel_env(), or convert it with "
+                               f"pettingzoo.utils.conversions.aec_to_parallel(env)")
+        env = adapter("pettingzoo").MultiAgentEnv(parallel_env=env)
     if not isinstance(env, gym.Env):
         raise RefusedTypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel "
                                f"env), got {type(env).__name__}")
-    env_name, spec = env_name_of(env), env.spec
+    spec, unwrapped = env.spec, env.unwrapped  # no spec: a team's PettingZoo name, else the class's
+    env_name = spec.id if spec is not None else (
+        unwrapped.name if hasattr(unwrapped, "possible_agents") else type(unwrapped).__name__)
     goal_dim = 0
     if isinstance(env.observation_space, gym.spaces.Dict) and set(env.observation_space.spaces) == GOAL_KEYS:
         env = adapter("goal_env").GoalObservation(env, if_record_ends)
         goal_dim = env.goal_dim
     elif if_action_mask:
         env = adapter("if_action_mask").ActionMaskObservation(env, env_name)
-    elif isinstance(env.observation_space, FLATTENED_SPACES):
-        env = flat_observations(env, env_name)
-
+    elif isinstance(env.observation_space, FLATTENED_SPACES):  # Discrete parts one-hot
+        check_flattenable(env.observation_space, env_name)
+        env = gym.wrappers.FlattenObservation(env)
     obs_space = env.observation_space
     num_agents = len(getattr(env.unwrapped, "possible_agents", [None]))  # a MultiAgentEnv's team, side by side
     state_dim = observation_shape(obs_space, env_name, num_agents)
     env, if_discrete, action_dim = agent_actions(env, env_name, num_agents)
-    if not has_time_limit(env):
+    inner = env  # a TimeLimit wrapper ends its episodes, or a PettingZoo env's max_cycles
+    while isinstance(inner, gym.Wrapper) and not isinstance(inner, gym.wrappers.TimeLimit):
+        inner = inner.env
+    if not isinstance(inner, gym.wrappers.TimeLimit) and getattr(inner, "max_cycles", None) is None:
         raise RefusedError(f"{env_name} has no time limit, so an evaluation episode might never end; wrap it in "
                            f"gymnasium.wrappers.TimeLimit(env, max_episode_steps=N), or register it with "
                            f"max_episode_steps")
     threshold = spec.reward_threshold if spec is not None else None
     if threshold is None:
         threshold = TARGET_RETURN_WITHOUT_THRESHOLD.get(env_name, math.inf)
+    stack_size = env.get_wrapper_attr("stack_size") if env.has_wrapper_attr("stack_size") else 1
     return env, EnvInfo(env_name, state_dim, action_dim, if_discrete, float(threshold), goal_dim,
                         hasattr(env.unwrapped, "possible_agents"), num_agents,
                         torch.from_numpy(np.empty(0, obs_space.dtype)).dtype if is_image(state_dim) else torch.float32,
-                        stacked_frames(env) if is_image(state_dim) else 1)
-
-
-def make_env_of_id(env_id: str, frame_stack: int | None = None):
-    """The env of an id: an optional family's (ENV_FAMILIES) or gymnasium's; an unknown id refused."""
-    if frame_stack is not None and not env_id.startswith("ALE/"):
-        raise RefusedError(f"frame_stack={frame_stack!r} is not accepted for {env_id}: it sets how many frames the "
-                           f"states of an ALE/<Game>-v5 id stack (MinAtar's grids are one frame already); leave "
-                           f"frame_stack None")
-    family = env_family(env_id)
-    if family is not None:
-        return family.make(env_id, frame_stack)
-    try:
-        return gym.make(env_id)
-    except gym.error.Error as error:
-        raise RefusedError(f"unknown environment id {env_id!r} ({error}); pass a registered gymnasium id such as "
-                           f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
-                           f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
-                           f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
-
-
-def stacked_frames(env: gym.Env) -> int:
-    """How many frames an image env's states stack: FrameStackObservation's stack_size, else 1."""
-    try:
-        return env.get_wrapper_attr("stack_size")
-    except AttributeError:
-        return 1
+                        stack_size if is_image(state_dim) else 1)
 
 
 def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: int) -> int | tuple[int, ...]:
@@ -980,12 +956,6 @@ def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: in
 # observation spaces made flat Box ones by gymnasium's flatten utilities (Discrete parts one-hot)
 FLATTENED_SPACES = (gym.spaces.Dict, gym.spaces.Tuple, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                     gym.spaces.MultiBinary)
-
-
-def flat_observations(env: gym.Env, env_name: str) -> gym.Env:
-    """A Dict, Tuple or Discrete observation as one flat Box (FlattenObservation, Discrete one-hot); else refused."""
-    check_flattenable(env.observation_space, env_name)
-    return gym.wrappers.FlattenObservation(env)
 
 
 def check_flattenable(space: gym.spaces.Space, env_name: str):
@@ -1026,15 +996,6 @@ def agent_actions(env: gym.Env, env_name: str, num_agents: int) -> tuple[gym.Env
 def is_unit_box(space: gym.spaces.Box) -> bool:
     """Whether a Box's bounds are the agents' [-1, 1] already, so that their actions need no rescaling."""
     return bool(np.all(space.low == -1) and np.all(space.high == 1))
-
-
-def has_time_limit(env: gym.Env) -> bool:
-    """Whether a TimeLimit wrapper (or a PettingZoo env's max_cycles) ends the env's episodes."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, gym.wrappers.TimeLimit):
-            return True
-        env = env.env
-    return getattr(env, "max_cycles", None) is not None
 
 
 def make_vector_env(env: str | gym.Env, num_envs: int | None = None, if_record_ends: bool = False,
@@ -1078,22 +1039,9 @@ def episode_count(env: gym.Env) -> int:
 
 # ---- checkpoints ----
 
-
 CHECKPOINT_VERSION = 2  # the layout of run_state.pt; a checkpoint of another layout is refused rather than misread
 
-
 NEW_RUN = {"step": 0, "episodes": 0, "evaluator": None}  # the run state of a run that starts (start_state)
-
-
-def rng_states() -> dict:
-    """torch's CPU generator and every GPU's, so that a resumed run draws what it would have drawn."""
-    return {"cpu": torch.get_rng_state(), "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_states(states: dict):
-    torch.set_rng_state(states["cpu"])
-    if states["cuda"] and torch.cuda.is_available() and len(states["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(states["cuda"])  # else resumed on another machine: the GPUs draw anew
 
 
 def save_checkpoint(cwd: str, agent: AgentBase, buffer: ReplayBuffer | RolloutBuffer | None, run_state: dict):
@@ -1159,18 +1107,17 @@ def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) ->
     if agent is None:
         return read_run_state(args.cwd)
     run_state = load_checkpoint(args.cwd, agent, buffer)
-    set_rng_states(run_state["rng"])
+    torch.set_rng_state(run_state["rng"]["cpu"])
+    cuda = run_state["rng"]["cuda"]  # resumed on a machine of other GPUs, they draw anew
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
     return run_state
 
 
 # ==== the core ends here: what follows serves it (checks, plumbing) or other loops ====
-
-
 # ---- after the core: resolving and refusing the arguments ----
 
-
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
-
 
 # 2026-11-28; repeat_times meant two things: replay_ratio (off-policy agents, ACER) and epochs (on-policy)
 RENAMED = {"target_step": ("steps_per_round",), "max_memo": ("buffer_size",), "net_dim": ("net_dims",),
@@ -1217,27 +1164,21 @@ AGENT_KNOBS = {name for cls in AGENT_CLASSES.values() for name in agent_settings
 
 def agent_for(args: Arguments, env_info: "EnvInfo") -> type:
     """The agent class, refused (naming those that suit) for another kind of env: team, action space, images."""
-    agent_class = args.get_agent_class()
+    agent_class, env_name = args.get_agent_class(), env_info.env_name
+    suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_multi_agent == env_info.if_multi_agent
+                and cls.if_discrete == env_info.if_discrete]
     if agent_class.if_multi_agent != env_info.if_multi_agent:
-        suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_multi_agent == env_info.if_multi_agent
-                    and cls.if_discrete == env_info.if_discrete]
-        raise RefusedError(f"{agent_class.__name__} is a {'multi' if agent_class.if_multi_agent else 'single'}"
-                           f"-agent agent, but {env_info.env_name} is a "
-                           + (f"multi-agent env ({env_info.num_agents} agents)" if env_info.if_multi_agent else
-                            "single-agent env") + f"; use one of {', '.join(suitable)}")
-    if agent_class.if_discrete != env_info.if_discrete:
-        wanted = "Discrete" if env_info.if_discrete else "Box"
-        suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_discrete == env_info.if_discrete
-                    and cls.if_multi_agent == env_info.if_multi_agent]
-        raise RefusedError(f"{agent_class.__name__} is for {'Discrete' if agent_class.if_discrete else 'Box'} "
-                           f"action spaces, but {env_info.env_name} has a {wanted} action space; "
-                           f"use one of {', '.join(suitable)}")
-    if is_image(env_info.state_dim) and not agent_class.if_image_states:
-        suitable = [name for name, cls in AGENT_CLASSES.items() if cls.if_image_states
-                    and cls.if_discrete == env_info.if_discrete and not cls.if_multi_agent]
-        raise RefusedError(f"{agent_class.__name__} does not take image observations, but {env_info.env_name}'s "
-                           f"are images of shape {env_info.state_dim}; use one of {', '.join(suitable)}")
-    return agent_class
+        team = f"multi-agent env ({env_info.num_agents} agents)" if env_info.if_multi_agent else "single-agent env"
+        why = f"is a {'multi' if agent_class.if_multi_agent else 'single'}-agent agent, but {env_name} is a {team}"
+    elif agent_class.if_discrete != env_info.if_discrete:
+        why = (f"is for {'Discrete' if agent_class.if_discrete else 'Box'} action spaces, but {env_name} has a "
+               f"{'Discrete' if env_info.if_discrete else 'Box'} action space")
+    elif is_image(env_info.state_dim) and not agent_class.if_image_states:  # images come single-agent only
+        why = f"does not take image observations, but {env_name}'s are images of shape {env_info.state_dim}"
+        suitable = [name for name in suitable if AGENT_CLASSES[name].if_image_states]
+    else:
+        return agent_class
+    raise RefusedError(f"{agent_class.__name__} {why}; use one of {', '.join(suitable)}")
 
 
 def fill_defaults(args: Arguments, env_info: "EnvInfo"):
@@ -1279,40 +1220,26 @@ def fill_defaults(args: Arguments, env_info: "EnvInfo"):
 
 
 def check_values(args: Arguments):
-    rules = {  # field: (test, what is accepted)
-        "num_threads": (lambda v: v > 0, "> 0"),
-        "batch_size": (lambda v: v > 0, "> 0"), "learning_rate": (lambda v: v > 0, "> 0"),
-        "actor_learning_rate": (lambda v: v > 0, "> 0"), "target_kl": (lambda v: v > 0, "> 0"),
-        "gamma": (lambda v: 0 < v <= 1, "in (0, 1]"), "reward_scale": (lambda v: v > 0, "> 0"),
-        "soft_update_tau": (lambda v: 0 < v <= 1, "in (0, 1]"), "buffer_size": (lambda v: v > 0, "> 0"),
-        "steps_per_round": (lambda v: v > 0, "> 0"), "replay_ratio": (lambda v: v > 0, "> 0"),
-        "epochs": (lambda v: v > 0, "> 0"),
-        "num_envs": (lambda v: v > 0, "> 0"), "num_workers": (lambda v: v >= 1, ">= 1"),
-        "random_steps": (lambda v: v >= 0, ">= 0"),
-        "break_step": (lambda v: v > 0, "> 0"), "max_time": (lambda v: v > 0, "> 0"),
-        "eval_gap": (lambda v: v >= 0, ">= 0"), "eval_times": (lambda v: v > 0, "> 0"),
-        "save_gap": (lambda v: v > 0, "> 0"),
-        "explore_rate": (lambda v: 0 <= v <= 1, "in [0, 1]"), "explore_noise": (lambda v: v >= 0, ">= 0"),
-        "noise_beta": (lambda v: v >= 0, ">= 0"), "random_beta": (lambda v: v >= 0, ">= 0"),
-        "policy_noise": (lambda v: v >= 0, ">= 0"), "noise_clip": (lambda v: v >= 0, ">= 0"),
-        "alpha_init": (lambda v: v > 0, "> 0"), "lambda_gae": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-        "ratio_clip": (lambda v: 0 < v < 1, "in (0, 1)"), "entropy_coef": (lambda v: v >= 0, ">= 0"),
-        "seq_len": (lambda v: v >= 1, ">= 1"), "burn_in": (lambda v: v >= 0, ">= 0"),
-        "frame_stack": (lambda v: v >= 1, ">= 1"),
-        "max_kl": (lambda v: v > 0, "> 0"), "kl_clip": (lambda v: v > 0, "> 0"),
-        "damping": (lambda v: v > 0, "> 0"), "rho_clip": (lambda v: v > 0, "> 0"),
-        "lambda_opt": (lambda v: v >= 0, ">= 0"), "lambda_nopt": (lambda v: v >= 0, ">= 0"),
-        "n_step": (lambda v: v >= 1, ">= 1"), "her_k": (lambda v: v >= 0, ">= 0"),
-        "num_atoms": (lambda v: v >= 2, ">= 2"),
-        "v_max": (math.isfinite, "(finite)"),  # before v_min, which is compared with it
-        "v_min": (lambda v: math.isfinite(v) and v < args.v_max, f"below v_max={args.v_max}"),
+    ranges = {  # what the refusal says a number must be: (its test, the fields it applies to)
+        "> 0": (lambda v: v > 0, "num_threads batch_size learning_rate actor_learning_rate target_kl reward_scale "
+                "buffer_size steps_per_round replay_ratio epochs num_envs break_step max_time eval_times save_gap "
+                "alpha_init max_kl kl_clip damping rho_clip"),
+        ">= 0": (lambda v: v >= 0, "random_steps eval_gap explore_noise noise_beta random_beta policy_noise "
+                 "noise_clip entropy_coef burn_in lambda_opt lambda_nopt her_k"),
+        ">= 1": (lambda v: v >= 1, "num_workers seq_len frame_stack n_step"), ">= 2": (lambda v: v >= 2, "num_atoms"),
+        "in (0, 1]": (lambda v: 0 < v <= 1, "gamma soft_update_tau"),
+        "in [0, 1]": (lambda v: 0 <= v <= 1, "explore_rate lambda_gae"),
+        "in (0, 1)": (lambda v: 0 < v < 1, "ratio_clip"),
+        "(finite)": (math.isfinite, "v_max"),  # before v_min, which is compared with it
+        f"below v_max={args.v_max}": (lambda v: math.isfinite(v) and v < args.v_max, "v_min"),
     }
-    for name, (test, accepted) in rules.items():
-        value = getattr(args, name)
-        if value is None:  # still None after the defaults: this agent does not use it (PPO: buffer_size)
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
-            raise RefusedError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
+    for accepted, (test, names) in ranges.items():
+        for name in names.split():
+            value = getattr(args, name)
+            if value is None:  # still None after the defaults: this agent does not use it (PPO: buffer_size)
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not test(value):
+                raise RefusedError(f"{name}={value!r} is not accepted: {name} must be a number {accepted}")
     for field in dataclasses.fields(args):  # the fields annotated int (or None) take integers only
         kinds, value = typing.get_args(field.type) or (field.type,), getattr(args, field.name)
         if set(kinds) - {type(None)} == {int} and value is not None and (
@@ -1325,12 +1252,9 @@ def check_values(args: Arguments):
 def check_options(args: Arguments, env_info: "EnvInfo"):
     """The checks beyond a number's range: names, packages, settings that must agree with others or the env."""
     args.net_dims = parse_widths(args.net_dims)
-    if args.activation is not None and args.activation not in NetShape.activations:
-        raise RefusedError(f"activation={args.activation!r} is not accepted: "
-                           f"one of {', '.join(NetShape.activations)}")
-    if args.recurrent_cell is not None and args.recurrent_cell not in NetShape.cells:
-        raise RefusedError(f"recurrent_cell={args.recurrent_cell!r} is not accepted: "
-                           f"one of {', '.join(NetShape.cells)}")
+    for name, names in (("activation", NetShape.activations), ("recurrent_cell", NetShape.cells)):
+        if getattr(args, name) not in (None, *names):
+            raise RefusedError(f"{name}={getattr(args, name)!r} is not accepted: one of {', '.join(names)}")
     if args.start_method not in (None, *mp.get_all_start_methods()):
         raise RefusedError(f"start_method={args.start_method!r} is not accepted: "
                            f"None or one of {mp.get_all_start_methods()}")
@@ -1441,11 +1365,9 @@ def parse_value(key: str, text: str, types: tuple) -> typing.Any:
     if text == "None" and type(None) in types:
         return None
     if bool in types:
-        if text in ("True", "true", "1"):
-            return True
-        if text in ("False", "false", "0"):
-            return False
-        raise RefusedError(f"{key}={text!r} is not accepted: {key} takes True or False")
+        if text not in ("True", "true", "1", "False", "false", "0"):
+            raise RefusedError(f"{key}={text!r} is not accepted: {key} takes True or False")
+        return text in ("True", "true", "1")
     for kind in (int, float):
         if kind in types:
             try:
@@ -1461,33 +1383,8 @@ def parse_value(key: str, text: str, types: tuple) -> typing.Any:
 
 # ---- the processes' plumbing: start, stop, queues that a stop cannot block ----
 
-
-def put_report(q, report: LearnerReport):
-    """put_newest for reports: an unread report's returns carry into the new one, so that every episode counts."""
-    while True:
-        try:
-            report = report._replace(returns=q.get_nowait().returns + report.returns)
-        except queue.Empty:
-            pass
-        try:
-            return q.put_nowait(report)
-        except queue.Full:
-            continue
-
-
 # what fetching a tensor's shared memory raises once its sender has left (FileNotFoundError) or while it leaves
 SENDER_LEFT = (OSError, EOFError)
-
-
-def next_report(reports, learner) -> LearnerReport | None:
-    """The learner's newest report, or None if none came within 0.2 s or the learner died after sending it."""
-    try:
-        return reports.get(timeout=0.2)
-    except queue.Empty:
-        return None
-    except SENDER_LEFT:
-        learner.join(timeout=10)
-        return None
 
 
 def start_method_for(requested: str | None) -> str | None:
@@ -1501,20 +1398,22 @@ def start_method_for(requested: str | None) -> str | None:
 
 
 @contextlib.contextmanager
-def children_started(children: list):
-    """Start the children with SIGINT ignored (no Ctrl-C mid-import); in the block Ctrl-C appends to the
-    yielded list instead of raising, which could leave a queue's put half-done and hang the stop."""
+def children_started(children: list, signums: tuple = (signal.SIGINT,)):
+    """Start the children with SIGINT ignored (no Ctrl-C mid-import); in the block each of signums appends to the
+    yielded list instead of raising, which could leave a queue's put half-done and hang the stop. Under torchrun
+    (no children; SIGINT and SIGTERM) rank 0 stops the job at the round's end: no rank is left in a collective."""
     pressed, if_main = [], threading.current_thread() is threading.main_thread()  # a list: Event.set takes a lock
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if if_main else None
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in signums} if if_main else {}
     try:
         for child in children:
             child.start()
-        if if_main and previous is not signal.SIG_IGN:
-            signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+        for signum, handler in previous.items():
+            if handler is not signal.SIG_IGN:
+                signal.signal(signum, lambda received, frame: pressed.append(received))
         yield pressed
     finally:
-        if if_main:  # None: a handler installed outside Python, which getsignal cannot return
-            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+        for signum, handler in previous.items():  # None: a handler set outside Python, which getsignal cannot return
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
 
 def run_child(target, channels: Channels, *target_args):
@@ -1544,13 +1443,10 @@ def stop_children(children: list, channels: Channels) -> list:
 
 
 def raise_if_failed(children: list, error_queue):
+    """Name every failed child and what it raised (a learner's death can fail an explorer's next receipt)."""
     failed = [child for child in children if child.exitcode not in (None, 0)]
-    if failed:
-        raise RuntimeError(describe_failure(failed, error_queue))
-
-
-def describe_failure(failed: list, error_queue) -> str:
-    """Every failed child (a learner's death can fail the explorer's next receipt of weights) and what each raised."""
+    if not failed:
+        return
     messages = []
     while True:
         try:
@@ -1559,20 +1455,19 @@ def describe_failure(failed: list, error_queue) -> str:
             break
     hows = [f"the {child.name} process " + (f"was killed by signal {-child.exitcode}" if child.exitcode < 0
                                              else f"exited with code {child.exitcode}") for child in failed]
-    return "; ".join(hows) + "; the run stopped" + ("\n" + "\n".join(messages) if messages else "")
+    raise RuntimeError("; ".join(hows) + "; the run stopped" + ("\n" + "\n".join(messages) if messages else ""))
 
 
 def put_newest(q, item):
-    """Replace what the one-item queue holds (readers want the newest, not a backlog); never blocks."""
+    """Replace what the one-item queue holds (readers want the newest, not a backlog); never blocks. A LearnerReport
+    takes in the returns of the one it replaces, unread, so that every episode counts."""
     while True:
-        try:
-            q.get_nowait()
-        except queue.Empty:
-            pass
-        try:
+        with contextlib.suppress(queue.Empty):
+            unread = q.get_nowait()
+            if isinstance(item, LearnerReport):
+                item = item._replace(returns=unread.returns + item.returns)
+        with contextlib.suppress(queue.Full):
             return q.put_nowait(item)
-        except queue.Full:
-            continue
 
 
 def is_stopping(stop_event) -> bool:
@@ -1604,16 +1499,13 @@ def get_until_stopped(q, stop_event):
 
 def put_until_stopped(q, item, stop_event) -> bool:
     while not is_stopping(stop_event):
-        try:
+        with contextlib.suppress(queue.Full):
             q.put(item, timeout=0.2)
             return True
-        except queue.Full:
-            continue
     return False
 
 
 # ---- a run's env in config.json, and back ----
-
 
 def env_to_config(env: str | gym.Env) -> str | dict:
     """What config.json records of the env: the id, an instance's spec, or (no spec) why env_from_config refuses."""
@@ -1646,8 +1538,13 @@ def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs)
         raise RefusedError(f"config.json records an env instance of {value['class']}, which cannot be rebuilt: "
                            f"{value['reason']}; register it (gymnasium.register) and train with its id, or resume from "
                            f"Python with the instance: AgentRun.resume(cwd, env=<the instance>)")
-    env_id = value["id"]
-    registered = json.loads(registered_spec(env_id).to_json())
+    env_id, family = value["id"], env_family(value["id"])
+    if family is not None:  # mpe2, gymnasium-robotics: the family registers its ids with gymnasium
+        family.register(env_id)
+    if env_id not in gym.registry:
+        raise RefusedError(f"config.json records env id {env_id!r}, which is not registered in this process; "
+                           f"register it (gymnasium.register) before resume or replay, as the run that trained did")
+    registered = json.loads(gym.spec(env_id).to_json())
     recorded = {"entry_point": value.get("entry_point"), "additional_wrappers": value.get("additional_wrappers") or []}
     if recorded["entry_point"] in MOVED_ENTRY_POINTS:  # a run recorded before its family moved to extras/
         recorded["entry_point"] = MOVED_ENTRY_POINTS[recorded["entry_point"]]
@@ -1662,19 +1559,7 @@ def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs)
     return gym.make(env_id, max_episode_steps=value.get("max_episode_steps"), **(value.get("kwargs") or {}) | kwargs)
 
 
-def registered_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """env_id's spec in this process's registry, after its family (mpe2, gymnasium-robotics) registers it."""
-    family = env_family(env_id)
-    if family is not None:
-        family.register(env_id)
-    if env_id not in gym.registry:
-        raise RefusedError(f"config.json records env id {env_id!r}, which is not registered in this process; "
-                           f"register it (gymnasium.register) before resume or replay, as the run that trained did")
-    return gym.spec(env_id)
-
-
 # ---- the asynchronous loop (A3C): shared memory ----
-
 
 def train_async(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
     """A3C's loop: num_workers processes explore and step shared CPU networks lock-free; this one counts and records."""
@@ -1683,7 +1568,13 @@ def train_async(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorde
     recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"])
     learner.recorder_state = recorder.state_dict
     eval_agent = build_agent(args, env_info, device="cpu")  # evaluates copies of the shared actor
-    channels, workers = build_workers(args, env_info, learner)
+    ctx = mp.get_context(start_method_for(args.start_method))
+    channels = Channels(ctx.Event(), ctx.Queue(), (), (), ctx.Queue())
+    steps_begun = ctx.Value("q", learner.step)  # stops the workers at break_step however far the recorder lags
+    workers = [ctx.Process(target=run_child, name=f"worker {worker}", daemon=True,
+                           args=(async_worker_process, channels, args, env_info, learner.step, worker, learner.agent,
+                                 steps_begun))
+               for worker in range(args.num_workers)]
     stop_reason = None
     with children_started(workers) as ctrl_c:
         print_banner(args, env_info, learner.step,
@@ -1712,18 +1603,6 @@ def train_async(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorde
     return stop_reason, learner.step, recorder
 
 
-def build_workers(args: Arguments, env_info: "EnvInfo", learner: Learner) -> tuple[Channels, list]:
-    """A3C's channels and workers, not started; steps_begun stops them at break_step however far the recorder lags."""
-    ctx = mp.get_context(start_method_for(args.start_method))
-    channels = Channels(ctx.Event(), ctx.Queue(), (), (), ctx.Queue())
-    steps_begun = ctx.Value("q", learner.step)
-    workers = [ctx.Process(target=run_child, name=f"worker {worker}", daemon=True,
-                           args=(async_worker_process, channels, args, env_info, learner.step, worker, learner.agent,
-                                 steps_begun))
-               for worker in range(args.num_workers)]
-    return channels, workers
-
-
 def async_worker_process(channels: Channels, args: Arguments, env_info: "EnvInfo", start_step: int, worker: int,
                          shared: AgentBase, steps_begun):
     """A3C's worker (Algorithm S3): explore, step the shared networks, report, until stopped or break_step begun."""
@@ -1747,7 +1626,6 @@ def async_worker_process(channels: Channels, args: Arguments, env_info: "EnvInfo
 
 
 # ---- data-parallel learners (torch.distributed, under torchrun): all_reduce ----
-
 
 def torchrun_world() -> tuple[int, int] | None:
     """(rank, world size) under torchrun, else None: a plain `python AgentRun.py` never touches torch.distributed."""
@@ -1792,78 +1670,28 @@ def train_distributed(args: Arguments, env_info: "EnvInfo", rank: int, world: in
     try:
         if rank == 0:
             args.prepare_cwd()
-        learner, recorder = distributed_learner(args, env_info, rank, world)
+        learner = Learner(args, env_info, if_restore=rank == 0, world=world)  # one seed: the same initial networks
+        # equal gradient steps on all ranks, or all_reduce falls out of step: rank 0's unlearned steps don't count
+        learner.buffer.add_size = 0
+        counts = [(learner.step, learner.episodes)]
+        dist.broadcast_object_list(counts, src=0)
+        learner.step, learner.episodes = counts[0]
+        broadcast_agent(learner.agent, rank)  # rank 0's, restored on resume
+        recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"]) if rank == 0 else None
+        if recorder is None:  # exploration noise of its own (rank 0 draws as the serial loop, or as its checkpoint)
+            torch.manual_seed(args.seed + learner.step + rank)
+        else:
+            learner.recorder_state = recorder.state_dict
         explorer = Explorer(args, learner.agent, learner.step, rank, args.num_envs * world)
         print_banner(args, env_info, learner.step,
                      f"rank {rank} of {world} pid {os.getpid()}, device {learner.agent.device}")
         stop_reason = None
-        with interrupts_noted() as interrupted:
+        with children_started([], (signal.SIGINT, signal.SIGTERM)) as interrupted:
             while stop_reason is None:
-                stop_reason = distributed_round(learner, explorer, recorder, interrupted)
+                stop_reason = run_round(learner, explorer, recorder, interrupted)
         return stop_reason, learner.step, recorder
     finally:
         dist.destroy_process_group()
-
-
-def distributed_learner(args: Arguments, env_info: "EnvInfo", rank: int, world: int) -> tuple[Learner, Recorder | None]:
-    """Every rank's learner, its agent rank 0's (restored on resume), its noise its own; rank 0's recorder."""
-    learner = Learner(args, env_info, if_restore=rank == 0, world=world)  # the same seed: the same initial networks
-    # equal gradient steps on every rank, or all_reduce falls out of step: rank 0's unlearned transitions don't count
-    learner.buffer.add_size = 0
-    counts = [(learner.step, learner.episodes)]
-    dist.broadcast_object_list(counts, src=0)
-    learner.step, learner.episodes = counts[0]
-    broadcast_agent(learner.agent, rank)
-    if rank != 0:  # exploration noise of its own (rank 0 draws as the serial loop, or as its checkpoint left it)
-        torch.manual_seed(args.seed + learner.step + rank)
-        return learner, None
-    recorder = Recorder(args, env_info, learner.step, learner.run_state["evaluator"])
-    learner.recorder_state = recorder.state_dict
-    return learner, recorder
-
-
-def distributed_round(learner: Learner, explorer: Explorer, recorder: Recorder | None, interrupted: list) -> str | None:
-    """One round on every rank: explore, agree (one all_reduce), learn; rank 0 records and decides the stop for all."""
-    args = learner.args
-    trajectory = explorer.explore(learner.step)
-    learner.store(trajectory, args.num_envs)
-    returns = explorer.new_returns()
-    total = sum_over_ranks(learner.agent.device, not_ready=not learner.ready(), episodes=len(returns),
-                           interrupted=len(interrupted) > 0)
-    learner.episodes += total["episodes"]
-    stats = learner.learn(trajectory, if_ready=total["not_ready"] == 0)  # every rank's states: one all_reduce
-    stop_reason = None
-    if recorder is not None:
-        recorder.keep(returns)  # rank 0's episodes
-        stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
-        stop_reason = "Ctrl-C" if total["interrupted"] else stop_reason
-        if stop_reason is not None:
-            recorder.finish()
-        learner.save_when_due(stop_reason is not None)
-    decided = [stop_reason]
-    dist.broadcast_object_list(decided, src=0)
-    return decided[0]
-
-
-def sum_over_ranks(device, **counts: int) -> dict[str, int]:
-    """Each count summed over the ranks, by its name, in one all_reduce."""
-    total = torch.tensor([int(count) for count in counts.values()], device=device)
-    dist.all_reduce(total)
-    return dict(zip(counts, total.tolist()))
-
-
-@contextlib.contextmanager
-def interrupts_noted():
-    """torchrun passes Ctrl-C (SIGINT or SIGTERM) to every rank: each notes it in the yielded list and
-    rank 0 stops the job at the round's end, so that no rank leaves the others waiting in a collective."""
-    interrupted = []
-    previous = {signum: signal.signal(signum, lambda received, frame: interrupted.append(received))
-                for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield interrupted
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def broadcast_agent(agent: AgentBase, rank: int):
@@ -1886,7 +1714,6 @@ def broadcast_agent(agent: AgentBase, rank: int):
 
 
 # ---- entry points ----
-
 
 def resume(cwd: str, /, **overrides) -> dict:
     """Continue the run in cwd from its checkpoint with its config.json, overrides (e.g. max_time) on top."""
@@ -1960,8 +1787,7 @@ if __name__ == "__main__":
     except RefusedError as error:  # refused input: its message says what is accepted; a bug keeps its traceback
         sys.exit(f"AgentRun.py: {error}")
     if torchrun_world() is not None:
-        # a finished rank skips the C++ static destructors of interpreter exit: under load, one of torch's threads
-        # aborted some exits ("terminate called without an active exception", History/UPDATE_LOG.md, 2026-11-25)
+        # skip C++ static destructors: they aborted some exits (History/UPDATE_LOG.md, 2026-11-25)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)

@@ -24,9 +24,8 @@ from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorE
                       QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO,
                       TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete, TeamCriticValue, VDNNet)
 
+
 # ---- helpers ----
-
-
 class RefusedError(ValueError):
     """Refused input (a setting, env, file, run directory), saying what is accepted; AgentRun shows no traceback."""
 
@@ -198,8 +197,6 @@ def sequence_priority(td_abs: torch.Tensor, mask: torch.Tensor, eta: float) -> t
 
 
 # ---- replay buffers ----
-
-
 class ReplayBuffer:
     """Transitions (state, action, reward, discount, next_state) preallocated in a ring on the device; discount =
     gamma^k * not_terminated (AgentOffPolicy.as_transitions) is 0 only on termination, so truncations bootstrap. A
@@ -269,13 +266,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     alpha, beta, eps = 0.6, 0.4, 1e-6  # the paper's proportional variant (Table 3); eps keeps every p_i above 0
     fanout = 32
 
-    def __init__(self, max_len: int, state_dim: "int | tuple[int, ...]", action_dim: int, if_discrete: bool,
-                 device=None, num_agents: int = 1, num_rewards: int = 1, state_dtype: torch.dtype = torch.float32):
-        super().__init__(max_len, state_dim, action_dim, if_discrete, device, num_agents, num_rewards, state_dtype)
-        self.init_trees()
-
-    def init_trees(self):
-        """The sum and min trees over max_len leaves at priority 0, and the largest priority so far at 1."""
+    def init_ring(self, max_len: int, device):
+        """The ring's, and sum and min trees over its max_len slots at priority 0, the largest priority so far at 1."""
+        super().init_ring(max_len, device)
         sizes = [math.ceil(self.max_len / self.fanout) * self.fanout]  # the leaves, then each level up to the root
         while sizes[-1] > 1:
             nodes = sizes[-1] // self.fanout
@@ -538,17 +531,12 @@ class SequenceReplayBuffer(PrioritizedReplayBuffer):
                   "memory": ((memory_rows, width), torch.float32)}  # the explorer's memory before the first step
         self.tensors = tuple(torch.zeros((max_len, *shape), dtype=dtype, device=self.device)  # (S, ...) each
                              for shape, dtype in shapes.values())
-        self.init_trees()
-        self.tail = self.padding(state_shape, state_dtype, width, memory_rows)
-
-    def padding(self, state_shape: tuple[int, ...], state_dtype: torch.dtype, width: int, memory_rows: int
-                ) -> list[torch.Tensor]:
-        """window - 1 steps of each copy before any explored one: no episode's (episode step -1), never trained."""
-        rows, n, device = self.window - 1, self.num_envs, self.device
-        zeros = lambda *shape, dtype=torch.float32: torch.zeros((rows, n, *shape), dtype=dtype, device=device)
-        ones = torch.ones((rows, n), device=device)  # not_terminated, not_done
-        return [zeros(*state_shape, dtype=state_dtype), zeros(1, dtype=torch.long), zeros(), ones, ones,
-                zeros(*state_shape, dtype=state_dtype), zeros(dtype=torch.long) - 1, zeros(memory_rows, width)]
+        # kept steps: at first window - 1 of each copy before any explored one, no episode's (step -1), never trained
+        zeros = lambda *shape, dtype=torch.float32: torch.zeros((self.window - 1, num_envs, *shape), dtype=dtype,
+                                                                device=self.device)
+        ones = torch.ones((self.window - 1, num_envs), device=self.device)  # not_terminated, not_done
+        self.tail = [zeros(*state_shape, dtype=state_dtype), zeros(1, dtype=torch.long), zeros(), ones, ones,
+                     zeros(*state_shape, dtype=state_dtype), zeros(dtype=torch.long) - 1, zeros(memory_rows, width)]
 
     def extend(self, *trajectory: torch.Tensor) -> torch.Tensor:
         """Cut the sequences that the explored steps complete (cut) and store them at the largest priority so far."""
@@ -673,8 +661,7 @@ class HindsightReplayBuffer(ReplayBuffer):
                                    f"or if_save_buffer=False")
         super().load_state_dict(state)
         self.total = state["total"]
-        self.open_start = torch.full((self.num_envs,), self.total, device=self.device) + torch.arange(
-            self.num_envs, device=self.device)
+        self.open_start = self.total + torch.arange(self.num_envs, device=self.device)  # new episodes from here
 
 
 class RolloutBuffer:
@@ -686,13 +673,10 @@ class RolloutBuffer:
 
     def extend(self, states, actions, log_probs, rewards, not_terminated, not_done, next_states):
         """next_states[t]: on truncation the cut episode's final observation (info["final_obs"]), not the reset one."""
-        states, actions, log_probs, rewards, not_terminated, not_done, next_states = (  # a no-op if already there
-            tensor.to(self.device)
-            for tensor in (states, actions, log_probs, rewards, not_terminated, not_done, next_states))
-        # (T, N, state_dim), (T, N, ...), and (T, N), or a team's every agent's (T, N, num_agents)
-        self.states, self.actions, self.log_probs = states, actions, log_probs
-        self.rewards, self.not_terminated, self.not_done = rewards, not_terminated, not_done  # (T, N) each
-        self.next_states = next_states  # (T, N, state_dim)
+        # (T, N, state_dim) states and next states, (T, N, ...) actions, (T, N) each or a team's (T, N, num_agents)
+        self.states, self.actions, self.log_probs = (x.to(self.device) for x in (states, actions, log_probs))
+        self.rewards, self.not_terminated = rewards.to(self.device), not_terminated.to(self.device)
+        self.not_done, self.next_states = not_done.to(self.device), next_states.to(self.device)
         self.add_size = states.shape[0] * states.shape[1]
 
     def get_advantages(self, values: torch.Tensor, next_values: torch.Tensor, gamma: float, lambda_gae: float
@@ -748,6 +732,7 @@ class SegmentReplayBuffer(RolloutBuffer):
         columns = [state[name].to(self.device) for name in self.names]  # (rollouts, horizon, num_envs, ...) each
         self.rollouts = [tuple(column[i] for column in columns) for i in range(columns[0].shape[0])]
 
+
 def minibatches(tensors: tuple[torch.Tensor, ...], batch_size: int, epochs: float):
     """round(epochs) (>= 1) shuffled passes over `tensors` (T, ...), yielding aligned minibatches of batch_size."""
     for _ in range(max(1, round(epochs))):
@@ -757,8 +742,6 @@ def minibatches(tensors: tuple[torch.Tensor, ...], batch_size: int, epochs: floa
 
 
 # ---- base agents ----
-
-
 class AgentBase:
     """What every agent shares: networks, acting, saving. Subclasses set if_off_policy, train_defaults and
     hyper_defaults, which fill the Arguments left at None: defaults come from the agent, never a per-task table."""
@@ -784,6 +767,7 @@ class AgentBase:
     net_keywords = ()  # the hyperparameters that act_class and cri_class take (a team's num_agents)
     if_agent_rewards = False  # True: a team's agent with a value per agent, which can learn each agent's own reward
     actor_learning_rate = None  # the actor's step size; None: learning_rate (Spinning Up's pi_lr beside q_lr)
+    extra_save_names: tuple[str, ...] = ()  # attributes a checkpoint holds beside the networks (parts): SAC's alpha
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         unknown = sorted(set(hyperparameters) - set(self.hyper_defaults))
@@ -861,12 +845,8 @@ class AgentBase:
 
     def state_takers(self) -> list[nn.Module]:
         """Every module of every network, targets included, that takes states (has a state_norm), each once."""
-        return self.modules_with("state_norm")
-
-    def modules_with(self, name: str) -> list[nn.Module]:
-        """Every module of every network, targets included, that has the attribute `name`, each once."""
         nets = {id(part): part for part in self.parts().values() if isinstance(part, nn.Module)}.values()
-        return [module for net in nets for module in net.modules() if hasattr(module, name)]
+        return [module for net in nets for module in net.modules() if hasattr(module, "state_norm")]
 
     @torch.no_grad()
     def update_state_norm(self, states: torch.Tensor):
@@ -880,7 +860,7 @@ class AgentBase:
 
     def parts(self) -> dict:
         """Every network, target, optimizer and extra tensor that a checkpoint holds, by name."""
-        names = ("act", "act_target", "cri", "cri_target", "act_optimizer", "cri_optimizer") + self.extra_save_names()
+        names = ("act", "act_target", "cri", "cri_target", "act_optimizer", "cri_optimizer") + self.extra_save_names
         return {name: getattr(self, name) for name in names  # DQN acts with its critic: one part
                 if getattr(self, name) is not None and not (name == "act" and self.act is self.cri)}
 
@@ -901,9 +881,6 @@ class AgentBase:
                     raise RefusedError(f"{path} does not fit {type(self).__name__}'s {name} (net_dim {self.net_dim}, "
                                        f"state_dim {self.state_dim}, action_dim {self.action_dim}): it was saved by "
                                        f"another agent, network size or library version: {error}") from None
-
-    def extra_save_names(self) -> tuple[str, ...]:
-        return ()
 
 
 class AgentOffPolicy(AgentBase):
@@ -929,45 +906,30 @@ class AgentOffPolicy(AgentBase):
     if_delay_targets = True  # targets and extra_update wait for the actor's steps (TD3); False: every step (ModSAC)
     if_act_target = True  # SAC bootstraps from its online actor and keeps no actor target
     if_cri_target = True
-
-    def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
-        super().__init__(net_dim, state_dim, action_dim, device, **hyperparameters)
-        self.critic_steps = 0  # across update_net calls: the actor and the targets follow every policy_delay of them
-        self.noise = None  # the ColoredNoise stream of exploration (standard_noise)
-        self.noise_steps = 1000  # its sequences' length: the explored env's episode length, set by explore_env
-
-    # -- exploring --
+    critic_steps = 0  # across update_net calls: the actor and the targets follow every policy_delay of them
+    noise = None  # the ColoredNoise stream of exploration (standard_noise)
+    noise_steps = 1000  # its sequences' length: the explored env's episode length, set by explore_env
 
     def explore_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
-        """Continue the last call's episode for `horizon` steps (if_random: uniform warm-up) -> as_transitions."""
+        """Continue the last call's episodes for `horizon` steps (if_random: uniform warm-up) -> as_transitions; a
+        vector env's N copies (autoreset in the same step) take one policy call, a single env is reset here."""
         self.noise_steps = max(2, episode_length(env))  # ColoredNoise's lowest non-zero frequency needs two steps
-        if hasattr(env, "num_envs"):
-            return self.explore_vector_env(env, horizon, if_random)
-        state = env.reset()[0] if self.last_state is None else self.last_state
+        num_envs = env.num_envs if hasattr(env, "num_envs") else None  # None: a single env
+        if num_envs is not None:
+            check_same_step(self, env)
+        state = env.reset()[0] if self.last_state is None else self.last_state  # (state_dim,) or (N, state_dim)
         steps = []
         for _ in range(horizon):
-            action = self.random_action(state=state) if if_random else self.select_action(state)
+            action = self.random_action(num_envs, state) if if_random else self.select_action(state)
             next_state, reward, terminated, truncated, info = env.step(action)
+            done = np.logical_or(terminated, truncated)
             # a truncated episode still bootstraps from next_state, its final observation, not the reset one
-            steps.append((state, action, self.learned_reward(reward, info), not terminated,
-                          not (terminated or truncated), next_state))
-            state = env.reset()[0] if terminated or truncated else next_state
+            steps.append((state, action, self.learned_reward(reward, info), np.logical_not(terminated),
+                          np.logical_not(done), final_observations(next_state, info)))
+            state = env.reset()[0] if num_envs is None and done else next_state
         self.last_state = state
-        return self.as_transitions(*(np.array(column)[:, None] for column in zip(*steps)))  # (horizon, 1, ...) each
-
-    def explore_vector_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
-        """explore_env for a vector env of N copies, one policy call for all; transitions step by step, env by env."""
-        check_same_step(self, env)
-        state = env.reset()[0] if self.last_state is None else self.last_state  # (N, state_dim)
-        steps = []
-        for _ in range(horizon):
-            action = self.random_action(env.num_envs, state) if if_random else self.select_action(state)
-            next_state, reward, terminated, truncated, info = env.step(action)
-            steps.append((state, action, self.learned_reward(reward, info), ~terminated, ~(terminated | truncated),
-                          final_observations(next_state, info)))
-            state = next_state
-        self.last_state = state
-        return self.as_transitions(*map(np.stack, zip(*steps)))  # (horizon, N, ...) each
+        columns = [np.stack(column) for column in zip(*steps)]  # (horizon, N, ...) each; a single env's (horizon, ...)
+        return self.as_transitions(*(columns if num_envs else [column[:, None] for column in columns]))
 
     def as_transitions(self, states, actions, rewards, not_terminated, not_done, next_states
                        ) -> tuple[torch.Tensor, ...]:
@@ -979,10 +941,7 @@ class AgentOffPolicy(AgentBase):
                                                   as_tensor(not_done), self.gamma, self.n_step)
         envs = torch.arange(last.shape[1], device=self.device)
         next_states = self.as_state_tensor(next_states)[last, envs]  # (T, N, ...)
-        if self.if_discrete:
-            actions = as_tensor(actions, torch.long).reshape(*discounts.shape, -1)  # (T, N, 1 or num_agents)
-        else:
-            actions = as_tensor(actions)
+        actions = as_tensor(actions, torch.long if self.if_discrete else torch.float32).reshape(*discounts.shape, -1)
         return tuple(t.flatten(0, 1) for t in (self.as_state_tensor(states), actions, rewards, discounts, next_states))
 
     def random_action(self, num_envs: int | None = None, state: np.ndarray | None = None) -> np.ndarray:
@@ -996,8 +955,6 @@ class AgentOffPolicy(AgentBase):
                                   != (shape, beta, self.noise_steps)):
             self.noise = ColoredNoise(beta, shape, self.noise_steps, device=self.device)
         return self.noise.sample()
-
-    # -- learning --
 
     def update_net(self, buffer: ReplayBuffer, batch_size: int, replay_ratio: float) -> dict[str, float]:
         """replay_ratio critic steps per transition added (the update-to-data ratio); the actor steps where
@@ -1072,8 +1029,6 @@ class AgentOffPolicy(AgentBase):
 
 
 # ---- DQN family (discrete actions) ----
-
-
 class ActionMasks:
     """Masks of legal actions for discrete agents (if_action_mask): states end with the env's mask (extras.masks);
     no illegal action is taken or bootstrapped from. First among the bases: AgentDQN(ActionMasks, AgentOffPolicy)."""
@@ -1082,9 +1037,8 @@ class ActionMasks:
 
     def init_networks(self):
         super().init_networks()
-        if self.if_action_mask:
-            for module in self.modules_with("if_action_mask"):  # the categorical policies mask their own logits
-                module.if_action_mask = True
+        if self.if_action_mask and hasattr(self.act, "if_action_mask"):  # a categorical policy masks its own logits
+            self.act.if_action_mask = True
 
     def legal(self, values: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """values (..., action_dim), illegal actions' at AgentNet.ILLEGAL (never a max) where states carry a mask."""
@@ -1195,8 +1149,7 @@ class AgentApeX(AgentD3QN):
         explore_rate=0.4, n_step=3)  # explore_rate: the paper's epsilon, the base of every actor's eps_i
     # two explorer processes: faster than the serial loop on 2 cores (History/UPDATE_LOG.md, 2026-11-26)
     train_defaults = AgentD3QN.train_defaults | dict(if_per=True, num_workers=2, if_multiprocess=True)
-    net_keywords = ()  # no noisy layers: its epsilons explore
-    if_noisy = False
+    if_noisy = False  # no noisy layers: its epsilons explore
     if_explorer_priorities = True
     epsilon_alpha = 7.0  # the exponent's range in eps_i (the paper's alpha, section 4.1)
     env_copies: tuple[int, int] | None = None  # (first, total): which of the run's env copies its explorer steps
@@ -1265,8 +1218,6 @@ class AgentRainbow(AgentC51):
 
 
 # ---- deterministic and stochastic actor-critics (continuous actions) ----
-
-
 class AgentDDPG(AgentOffPolicy):
     """DDPG (Lillicrap et al. arXiv:1509.02971) with Gaussian noise instead of OU (no benefit in OU: TD3 paper, 6.1)."""
 
@@ -1284,9 +1235,8 @@ class AgentDDPG(AgentOffPolicy):
 class AgentTD3(AgentDDPG):
     """TD3 (Fujimoto et al. arXiv:1802.09477): twin critics, delayed actor updates and target policy smoothing."""
 
-    # policy_noise, noise_clip: the target smoothing noise's std and clip
-    # explore_noise 0.2 (the paper's 0.1) and its other values: else seeds hovered (History/UPDATE_LOG.md, 2026-11-23)
-    # random_beta 0: pink lost LunarLanderContinuous seeds; white loses MountainCar (History/UPDATE_LOG.md, 2026-11-25)
+    # policy_noise, noise_clip: the target smoothing noise's std and clip; explore_noise 0.2 (the paper's 0.1) and
+    # random_beta 0 (pink lost LunarLanderContinuous, white MountainCar): History/UPDATE_LOG.md, 2026-11-23 and 11-25
     hyper_defaults = AgentDDPG.hyper_defaults | dict(explore_noise=0.2, policy_noise=0.2, noise_clip=0.5,
                                                      learning_rate=1e-3, soft_update_tau=5e-3, random_beta=0.0)
     train_defaults = AgentDDPG.train_defaults | dict(batch_size=256)
@@ -1313,6 +1263,7 @@ class AgentSAC(AgentOffPolicy):
                                                           random_beta=1.0)  # colour of the random warm-up's actions
     act_class, cri_class = ActorSAC, CriticTwin
     if_act_target = False
+    extra_save_names = ("log_alpha", "alpha_optimizer")  # the temperature and its optimizer, in checkpoints
 
     def init_networks(self):
         super().init_networks()
@@ -1353,9 +1304,6 @@ class AgentSAC(AgentOffPolicy):
     def extra_stats(self) -> dict[str, float]:
         return {"alpha": self.log_alpha.exp().item()}
 
-    def extra_save_names(self) -> tuple[str, ...]:
-        return ("log_alpha", "alpha_optimizer")
-
 
 class AgentModSAC(AgentSAC):
     """SAC as ElegantRL's 2020 library modified it: twin Q heads on one trunk (CriticTwinShared), an actor that waits
@@ -1366,6 +1314,7 @@ class AgentModSAC(AgentSAC):
     log_alpha_range = (-16.0, 2.0)  # alpha in [1e-7, 7.4]: a temperature that can neither vanish nor run away
     critic_average = 0.995  # the weight of the past in the running average of the critic's relative loss
     target_spread = torch.ones(())  # the variance of the last batch's bootstrap values (get_next_q)
+    extra_save_names = AgentSAC.extra_save_names + ("actor_share",)
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int, device=None, **hyperparameters):
         # [relative-loss average, actor steps owed], saved for resumes; set first: the base's StateNorm reads parts
@@ -1392,9 +1341,6 @@ class AgentModSAC(AgentSAC):
         next_q = super().get_next_q(next_state)
         self.target_spread = next_q.var()
         return next_q
-
-    def extra_save_names(self) -> tuple[str, ...]:
-        return super().extra_save_names() + ("actor_share",)
 
     def extra_update(self, batch: tuple[torch.Tensor, ...]):
         super().extra_update(batch)
@@ -1517,8 +1463,6 @@ class AgentDiscreteSAC(ActionMasks, AgentSAC):
 
 
 # ---- on-policy agents: the rollout (AgentOnPolicy), then VPG, A2C and PPO (continuous and discrete) ----
-
-
 class AgentOnPolicy(AgentBase):
     """On-policy agents: vector-env rollouts (RolloutBuffer), GAE advantages, a critic V(s), the policy-gradient
     surrogate; update_net differs: VPG, TRPO (actor once, critic in epochs), A2C (both once), PPO (epochs)."""
@@ -1750,8 +1694,6 @@ class AgentDiscretePPO(DiscreteOnPolicy, AgentPPO):
 
 
 # ---- recurrent agents (a recurrent cell's memory per env copy): the acting memory, recurrent PPO, R2D2 ----
-
-
 def sequences(tensor: torch.Tensor, seq_len: int) -> torch.Tensor:
     """(T, N, ...) -> (T // seq_len * N, seq_len, ...): sequence k * N + n is copy n's k-th."""
     return tensor.unflatten(0, (-1, seq_len)).transpose(1, 2).flatten(0, 1)
@@ -1890,12 +1832,10 @@ class AgentDiscreteRecurrentPPO(DiscreteOnPolicy, AgentRecurrentPPO):
 
 
 class AgentR2D2(RecurrentActing, AgentD3QN):
-    """R2D2 (Kapturowski et al., ICLR 2019) on one explorer: dueling double DQN with a recurrent core (GRU by
-    default: BENCHMARKS.md "Memory") replaying sequences from stored memories after a burn-in (section 3), on
-    n-step double-Q targets rescaled by h (value_rescale, 2.3; so no reward clipping), masked to each episode.
-    Sizes scaled down from the paper's 80 + 40. Refused: torchrun, state normalisation, action masks, export."""
+    """R2D2 (Kapturowski et al., ICLR 2019) on one explorer: dueling double DQN with a recurrent core replaying
+    sequences from stored memories after a burn-in (section 3), on n-step double-Q targets rescaled by h (value_rescale,
+    2.3; so no reward clipping), masked to each episode. Refused: torchrun, state norm, action masks, export."""
 
-    if_image_states = True  # QNetRecurrentDuel's core encodes images (AgentNet.state_mlp); sequences keep their dtype
     if_recurrent = True
     cri_class = QNetRecurrentDuel
     net_keywords = ()  # epsilon-greedy only: the recurrent Q-network has no noisy layers
@@ -1923,7 +1863,7 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
         return (action if deterministic else self.epsilon_greedy(action, state)).cpu().numpy()
 
     @torch.no_grad()
-    def explore_vector_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
+    def explore_env(self, env, horizon: int, if_random: bool = False) -> tuple[torch.Tensor, ...]:
         """Step the N copies horizon times, each from its memory; returns T * N steps in step-then-env order: states,
         actions (T * N, 1), rewards times reward_scale, not_terminated, not_done, next_states (final observations),
         episode step indices and received memories (T * N, 2, width), for SequenceReplayBuffer.extend."""
@@ -2001,8 +1941,6 @@ class AgentR2D2(RecurrentActing, AgentD3QN):
 
 
 # ---- asynchronous advantage actor-critic (A3C) ----
-
-
 class SharedStep:
     """An A3C worker's optimizer: its step hands the copy's gradients to the shared network and shared optimizer
     (A3C paper, Algorithm S3, lock-free). param_groups are the copy's, so optimizer_step clips those."""
@@ -2077,8 +2015,6 @@ class AgentDiscreteA3C(DiscreteOnPolicy, AgentA3C):
 
 
 # ---- natural gradient (TRPO) ----
-
-
 def flat_grad(output: torch.Tensor, params: list[torch.Tensor], **keywords) -> torch.Tensor:
     """d output / d params as one flat vector, in the order of parameters_to_vector."""
     return torch.cat([grad.flatten() for grad in torch.autograd.grad(output, params, **keywords)])
@@ -2165,8 +2101,6 @@ class AgentDiscreteTRPO(AgentTRPO, AgentDiscreteVPG):
 
 
 # ---- Kronecker-factored natural gradient (ACKTR) ----
-
-
 class KFAC(torch.optim.Optimizer):
     """Natural-gradient steps for nn.Linear networks, the Fisher as Kronecker factors (K-FAC, Martens and Grosse
     arXiv:1503.05671, sections 3, 5): G (x) A per layer, A = E[a a^T] (inputs with a bias 1), G = E[g g^T] (output
@@ -2278,8 +2212,6 @@ class AgentDiscreteACKTR(DiscreteOnPolicy, AgentACKTR):
 
 
 # ---- off-policy actor-critic with experience replay (ACER) ----
-
-
 def retrace_targets(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done: torch.Tensor,
                     next_values: torch.Tensor, q_taken: torch.Tensor, traces: torch.Tensor, gamma: float
                     ) -> torch.Tensor:
@@ -2368,8 +2300,6 @@ class AgentACER(DiscreteOnPolicy, AgentOnPolicy):
 
 
 # ---- multi-agent agents (a team on a PettingZoo parallel env: extras.teams.MultiAgentEnv) ----
-
-
 class MultiAgent:
     """Makes an agent class a team's (num_agents): states are every agent's observation side by side, actions
     (num_agents,) ints or (num_agents * action_dim,). It learns the agents' reward sum (common_reward, EPyMARL's) or,

@@ -11,6 +11,7 @@ import torch
 HEADER = """import contextlib
 import math
 import os
+import pickle
 from copy import deepcopy
 
 import numpy as np
