@@ -23,8 +23,6 @@ from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, EnvInfo, MissingRunError, a
 from AgentZoo import AgentBase, RefusedError, load_weights
 
 
-
-
 def read_run(cwd: str, command: str) -> dict:
     """config.json of the run in cwd, which must have evaluated at least once (actor.pt), for replay= and export=."""
     config_path, actor_path = os.path.join(cwd, "config.json"), os.path.join(cwd, "actor.pt")
@@ -99,17 +97,20 @@ def replay(cwd: str, episodes: int | None = None, deterministic: bool = True, re
 
 
 def write_gif(frames: list[np.ndarray], path: str, title: str, max_frames: int = 250, fps: int = 30):
-    """An animated GIF through matplotlib's Pillow writer, every k-th frame so that at most max_frames remain."""
-    from matplotlib.animation import FuncAnimation, PillowWriter
+    """An animated GIF of every k-th frame (at most max_frames), at half the env's resolution under a title line;
+    Pillow (matplotlib's own dependency) directly: a third of the time matplotlib's writer took (UPDATE_LOG)."""
+    from PIL import Image, ImageDraw, ImageFont
 
     frames = frames[::-(-len(frames) // max_frames)]  # ceil division: the stride that fits
-    height, width = frames[0].shape[:2]
-    fig = Figure(figsize=(width / 100, height / 100 + 0.3), dpi=50)  # half the env's resolution keeps GIFs small
-    ax = fig.add_axes((0, 0, 1, height / (height + 30)))
-    ax.set_axis_off()
-    fig.suptitle(title, fontsize=10)
-    image = ax.imshow(frames[0])
-    FuncAnimation(fig, lambda frame: (image.set_data(frame),), frames=frames).save(path, writer=PillowWriter(fps=fps))
+    height, width = frames[0].shape[0] // 2, frames[0].shape[1] // 2
+    font, band = ImageFont.load_default(size=10), 14
+    images = []
+    for frame in frames:
+        image = Image.new("RGB", (width, height + band), "white")
+        image.paste(Image.fromarray(frame).reduce(2), (0, band))
+        ImageDraw.Draw(image).text((width // 2, 2), title, fill="black", font=font, anchor="mt")
+        images.append(image)
+    images[0].save(path, save_all=True, append_images=images[1:], duration=1000 / fps, loop=0)
 
 
 def export(cwd: str) -> dict[str, str]:
