@@ -79,7 +79,7 @@ def test_random_warm_up_comes_before_learning(if_multiprocess, num_envs, tmp_pat
                         update_net(self, buffer, *a))
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentTD3", env="Pendulum-v1", cwd=cwd, random_steps=1024, break_step=2048,
-                                 eval_gap=0, target_return=1e9, if_multiprocess=if_multiprocess, num_envs=num_envs))
+                                 eval_gap=0, target_return=1e9, replay_ratio=1 / 32, if_multiprocess=if_multiprocess, num_envs=num_envs))
     with open(os.path.join(cwd, "recorder.csv")) as f:
         assert int(next(csv.DictReader(f))["step"]) == 1024  # the first update round ends the warm-up
     buffer = ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)

@@ -16,7 +16,7 @@ import AgentRun
 from AgentRun import Arguments, load_checkpoint, resume, train_and_evaluate
 from AgentZoo import AgentSAC, ReplayBuffer
 from envs import CounterEnv
-from test_resume import NaNAtStep, default_sigint, read_rows, wait_for
+from test_resume import QUICK_START, NaNAtStep, default_sigint, read_rows, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -112,7 +112,7 @@ def test_workers_trajectories_merge_as_one_vector_env():
 @pytest.mark.slow
 @pytest.mark.parametrize("victim, workers", [("explorer", 1), ("learner", 1), ("explorer 1", 2)])
 def test_killed_child_stops_the_run_with_an_error_and_no_orphans(victim, workers, tmp_path, start_mp_run):
-    proc, pids = start_mp_run(tmp_path / "run", f"num_workers={workers}")
+    proc, pids = start_mp_run(tmp_path / "run", f"num_workers={workers}", *QUICK_START)
     wait_for(str(tmp_path / "run" / "recorder.csv"))
     os.kill(pids[victim], signal.SIGKILL)
     start = time.time()
@@ -136,7 +136,7 @@ def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path, sta
     """Ctrl-C only asks for the stop: raised as KeyboardInterrupt at any moment, it could land inside a queue's put
     and hang the stop, and a second press would end the run before the learner's final checkpoint."""
     cwd = tmp_path / "run"
-    proc, pids = start_mp_run(cwd, "save_gap=1000")
+    proc, pids = start_mp_run(cwd, "save_gap=1000", *QUICK_START)
     wait_for(str(cwd / "recorder.csv"))
     if how == "stop file":
         (cwd / "stop").touch()
@@ -216,7 +216,7 @@ def test_sigkill_of_every_process_while_checkpoints_are_written_leaves_one_that_
 def test_serial_checkpoint_resumes_in_the_multiprocess_loop(tmp_path):
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=512, random_steps=256,
-                                 eval_gap=0, target_return=1e9))
+                                 eval_gap=0, target_return=1e9, replay_ratio=1 / 32))
     rows_before = read_rows(cwd)
     result = resume(cwd, if_multiprocess=True, break_step=1024)
     assert result["stop_reason"] == "reached break_step 1024" and result["step"] >= 1024
@@ -266,7 +266,7 @@ def test_learner_terminated_before_its_final_checkpoint_is_an_error(tmp_path, mo
 def run_with_long_history(cwd: str, rows: int = 800):
     """A checkpoint whose recorder history has `rows` rows, about 100 kB pickled: larger than a pipe holds."""
     train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=1024, random_steps=256,
-                                 eval_gap=0, target_return=1e9))
+                                 eval_gap=0, target_return=1e9, replay_ratio=1 / 32))
     agent, buffer = AgentSAC(128, 3, 1, device="cpu"), ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)
     run_state = load_checkpoint(cwd, agent, buffer)
     last_row = run_state["evaluator"]["history"][-1]

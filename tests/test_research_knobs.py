@@ -365,7 +365,8 @@ def test_a_shaped_run_resumes_and_replays_with_the_same_networks(tmp_path):
 
     cwd = str(tmp_path / "run")
     AgentRun.main(["agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}", "net_dims=400x300", "activation=elu",
-                   "break_step=1300", "random_steps=1000", "eval_gap=0"])
+                   "break_step=1300", "random_steps=1000", "eval_gap=0",
+                   "replay_ratio=0.03125"])  # few updates: the shapes are what it checks
     config = json.loads(open(os.path.join(cwd, "config.json")).read())
     assert config["net_dims"] == [400, 300] and config["activation"] == "elu"
     AgentRun.resume(cwd, break_step=1600)  # the checkpoint's networks load into networks of the same shape

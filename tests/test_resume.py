@@ -30,6 +30,10 @@ def default_sigint():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+# for a test that needs a run with rows and a checkpoint, not a learned policy: a short warm-up, few updates
+QUICK_START = ("random_steps=256", "replay_ratio=0.03125")
+
+
 def start_run(cwd, *extra):
     return subprocess.Popen([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
                              "eval_gap=0", "break_step=16000", *extra],  # 10_000 steps of them random, the default
@@ -115,8 +119,9 @@ def saves_and_restores(monkeypatch):
     return saved, restored
 
 
-@pytest.mark.parametrize("agent, extra", [("AgentSAC", dict(break_step=768, random_steps=256)),  # replay, alpha
-                                           ("AgentDiscretePPO", dict(break_step=4096))])  # no buffer in the checkpoint
+@pytest.mark.parametrize("agent, extra", [
+    ("AgentSAC", dict(break_step=768, random_steps=256, replay_ratio=1 / 32)),  # replay, alpha; few updates suffice
+    ("AgentDiscretePPO", dict(break_step=4096))])  # no buffer in the checkpoint
 @pytest.mark.slow
 def test_a_resumed_run_starts_from_the_saved_networks_optimizers_buffer_and_random_draws(agent, extra, tmp_path,
                                                                                            saves_and_restores):
@@ -361,7 +366,7 @@ def test_runs_on_vector_envs_resume(agent, extra, tmp_path):
 @pytest.mark.parametrize("how", ["stop file", "SIGINT"])
 def test_stop_file_and_ctrl_c_stop_cleanly_with_everything_saved(how, tmp_path):
     cwd = str(tmp_path / "run")
-    proc = start_run(cwd, "save_gap=1000", "target_return=1e9")  # no periodic checkpoint: only the stop writes one
+    proc = start_run(cwd, "save_gap=1000", "target_return=1e9", *QUICK_START)  # no periodic checkpoint: only the stop writes one
     wait_for(os.path.join(cwd, "recorder.csv"))
     if how == "stop file":
         open(os.path.join(cwd, "stop"), "w").close()
@@ -452,7 +457,7 @@ def test_checkpoint_holds_only_the_stored_part_of_the_buffer(tmp_path):
 def test_checkpoint_without_the_buffer_resumes_and_refills_it(tmp_path):
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=512, random_steps=256,
-                                 eval_gap=0, target_return=1e9, if_save_buffer=False))
+                                 eval_gap=0, target_return=1e9, if_save_buffer=False, replay_ratio=1 / 32))
     assert not os.path.exists(os.path.join(cwd, "checkpoint", "buffer.pt"))
     out = subprocess.run([sys.executable, "AgentRun.py", f"resume={cwd}", "break_step=1024"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
