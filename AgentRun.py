@@ -227,43 +227,21 @@ def train_serial(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, "Recor
     stop_reason = None
     try:
         while stop_reason is None:
-            stop_reason = run_round(learner, explorer, recorder)
+            trajectory = explorer.explore(learner.step)
+            learner.store(trajectory, args.num_envs)
+            returns = explorer.new_returns()
+            learner.episodes += len(returns)
+            recorder.keep(returns)
+            stats = learner.learn(trajectory)
+            stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
+            if stop_reason is not None:
+                recorder.finish()  # before the last checkpoint, which records the plot's name
+            learner.save_when_due(stop_reason is not None)
     except KeyboardInterrupt:
         recorder.finish()
         learner.save()  # the round in flight is lost; everything before it is in the checkpoint
         stop_reason = "Ctrl-C"
     return stop_reason, learner.step, recorder
-
-
-def run_round(learner: "Learner", explorer: "Explorer", recorder: "Recorder | None",
-              interrupted: list | None = None) -> str | None:
-    """One round of the roles; returns why the run stops, or None. Under torchrun (interrupted: the signals
-    this rank noted) the ranks agree in one all_reduce, rank 0 records, and every rank takes its stop."""
-    trajectory = explorer.explore(learner.step)
-    learner.store(trajectory, learner.args.num_envs)
-    returns = explorer.new_returns()
-    episodes, if_ready, if_interrupted = len(returns), None, False
-    if interrupted is not None:  # torchrun: summed over the ranks
-        total = torch.tensor([int(not learner.ready()), episodes, int(len(interrupted) > 0)],
-                             device=learner.agent.device)
-        dist.all_reduce(total)
-        not_ready, episodes, if_interrupted = total.tolist()
-        if_ready = not_ready == 0
-    learner.episodes += episodes
-    stats = learner.learn(trajectory, if_ready)  # torchrun: every rank's states, one all_reduce
-    stop_reason = None
-    if recorder is not None:  # rank 0's under torchrun
-        recorder.keep(returns)
-        stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
-        stop_reason = "Ctrl-C" if if_interrupted else stop_reason
-        if stop_reason is not None:
-            recorder.finish()  # before the last checkpoint, which records the plot's name
-        learner.save_when_due(stop_reason is not None)
-    if interrupted is None:
-        return stop_reason
-    decided = [stop_reason]
-    dist.broadcast_object_list(decided, src=0)
-    return decided[0]
 
 
 # ---- the round's three roles, written once: explorer, learner, recorder ----
@@ -1688,10 +1666,35 @@ def train_distributed(args: Arguments, env_info: "EnvInfo", rank: int, world: in
         stop_reason = None
         with children_started([], (signal.SIGINT, signal.SIGTERM)) as interrupted:
             while stop_reason is None:
-                stop_reason = run_round(learner, explorer, recorder, interrupted)
+                stop_reason = distributed_round(learner, explorer, recorder, interrupted)
         return stop_reason, learner.step, recorder
     finally:
         dist.destroy_process_group()
+
+
+def distributed_round(learner: Learner, explorer: Explorer, recorder: Recorder | None, interrupted: list) -> str | None:
+    """train_serial's round on every rank, agreeing in one all_reduce (not ready, episodes, interrupted: summed over the
+    ranks) before learning; rank 0 records and decides the stop for all."""
+    trajectory = explorer.explore(learner.step)
+    learner.store(trajectory, learner.args.num_envs)
+    returns = explorer.new_returns()
+    total = torch.tensor([int(not learner.ready()), len(returns), int(len(interrupted) > 0)],
+                         device=learner.agent.device)
+    dist.all_reduce(total)
+    not_ready, episodes, if_interrupted = total.tolist()
+    learner.episodes += episodes
+    stats = learner.learn(trajectory, if_ready=not_ready == 0)  # every rank's states: one all_reduce
+    stop_reason = None
+    if recorder is not None:
+        recorder.keep(returns)  # rank 0's episodes
+        stop_reason = recorder.end_round(learner.agent, learner.step, learner.episodes, stats)
+        stop_reason = "Ctrl-C" if if_interrupted else stop_reason
+        if stop_reason is not None:
+            recorder.finish()
+        learner.save_when_due(stop_reason is not None)
+    decided = [stop_reason]
+    dist.broadcast_object_list(decided, src=0)
+    return decided[0]
 
 
 def broadcast_agent(agent: AgentBase, rank: int):
