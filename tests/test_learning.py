@@ -62,7 +62,8 @@ def test_rainbow_parts_and_discrete_sac_solve_cartpole(agent, overrides, break_s
 def test_continuous_agents_run_on_a_two_dimensional_action_space(agent, break_step, tmp_path):
     """Pendulum has one action dimension, which hides shape mistakes that broadcast; LunarLander has two.
     Off-policy agents explore at random for one round, then with their policy."""
-    random_steps = {"random_steps": 256} if agent in ("AgentDDPG", "AgentTD3", "AgentSAC") else {}
+    off_policy = agent in ("AgentDDPG", "AgentTD3", "AgentSAC")
+    random_steps = {"random_steps": 256, "replay_ratio": 1 / 32} if off_policy else {}  # few updates: shapes only
     args = Arguments(agent=agent, env="LunarLanderContinuous-v3", cwd=str(tmp_path / "run"), break_step=break_step,
                      eval_times=1, target_return=1e9, **random_steps)
     result = train_and_evaluate(args)
@@ -79,7 +80,8 @@ def test_random_warm_up_comes_before_learning(if_multiprocess, num_envs, tmp_pat
                         update_net(self, buffer, *a))
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentTD3", env="Pendulum-v1", cwd=cwd, random_steps=1024, break_step=2048,
-                                 eval_gap=0, target_return=1e9, replay_ratio=1 / 32, if_multiprocess=if_multiprocess, num_envs=num_envs))
+                                 eval_gap=0, target_return=1e9, replay_ratio=1 / 32, if_multiprocess=if_multiprocess,
+                                 num_envs=num_envs))
     with open(os.path.join(cwd, "recorder.csv")) as f:
         assert int(next(csv.DictReader(f))["step"]) == 1024  # the first update round ends the warm-up
     buffer = ReplayBuffer(2 ** 20, 3, 1, if_discrete=False)

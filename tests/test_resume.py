@@ -476,13 +476,13 @@ def test_resume_and_replay_rebuild_the_env_instance_with_its_kwargs_and_time_lim
     cwd = str(tmp_path / "run")
     env = gym.make("Pendulum-v1", g=3.0, max_episode_steps=50)
     train_and_evaluate(Arguments(agent="AgentSAC", env=env, cwd=cwd, break_step=512, random_steps=256, eval_gap=0,
-                                 eval_times=2, target_return=1e9))
+                                 eval_times=2, target_return=1e9, replay_ratio=1 / 32))
     with open(os.path.join(cwd, "config.json")) as f:
         recorded = json.load(f)["env"]
     assert recorded["id"] == "Pendulum-v1" and recorded["kwargs"] == {"g": 3.0} and recorded["max_episode_steps"] == 50
     rebuilt = AgentRun.env_from_config(recorded)
     assert rebuilt.unwrapped.g == 3.0 and rebuilt.spec.max_episode_steps == 50
-    assert tools.replay(cwd, episodes=1)["avg_length"] == 50
+    assert tools.replay(cwd, episodes=1, render="none")["avg_length"] == 50
     AgentRun.resume(cwd, break_step=1024)
     history = load_checkpoint(cwd, *fresh_sac_and_buffer())["evaluator"]["history"]
     assert history[-1]["step"] == 1024 and history[-1]["avg_length"] == 50
