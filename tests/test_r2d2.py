@@ -11,6 +11,7 @@ from AgentRun import Arguments, merge_trajectories, make_env, train_and_evaluate
 from AgentZoo import (AgentR2D2, RefusedError, SequenceReplayBuffer, sequence_priority, value_rescale,
                       value_rescale_inverse)
 from envs import make_counter_vector_env
+from extras.tools import replay
 
 
 def test_value_rescaling_and_its_inverse_on_hand_computed_values():
@@ -238,8 +239,11 @@ def test_evaluation_is_greedy_from_a_zero_memory_per_episode():
 
 @pytest.mark.slow
 def test_resume_restarts_every_memory_and_keeps_the_replayed_sequences(tmp_path, capsys):
+    """recurrent_cell=gru end to end: it trains, resumes, keeps a memory of one row per replayed sequence, and its
+    config.json rebuilds the GRU actor that actor.pt holds (replay)."""
     cwd = str(tmp_path / "run")
-    common = dict(agent="AgentR2D2", env="CartPoleNoVel-v1", seed=0, cwd=cwd, eval_times=2, eval_gap=0)
+    common = dict(agent="AgentR2D2", env="CartPoleNoVel-v1", seed=0, cwd=cwd, eval_times=2, eval_gap=0,
+                  recurrent_cell="gru")
     train_and_evaluate(Arguments(**common, break_step=1024))
     capsys.readouterr()
     result = train_and_evaluate(Arguments(**common, break_step=2048, if_resume=True))
@@ -247,6 +251,8 @@ def test_resume_restarts_every_memory_and_keeps_the_replayed_sequences(tmp_path,
     assert "memories are not in the checkpoint; every env copy's restarts at zero" in capsys.readouterr().out
     saved = torch.load(str(tmp_path / "run" / "checkpoint" / "buffer.pt"), weights_only=True)
     assert saved["cur_len"] > 1024 // 10 and saved["window"] == 30  # both sessions' sequences: about one per stride
+    assert saved["tensors"][-1].shape[1:] == (1, 128)  # a GRU's memory: one row
+    assert math.isfinite(replay(cwd, episodes=1, render="none")["avg_return"])
     with pytest.raises(RefusedError, match=r"seq_len \+ burn_in=.* is not accepted on resume"):
         train_and_evaluate(Arguments(**common, break_step=4096, if_resume=True, burn_in=5))
 
