@@ -863,23 +863,10 @@ def make_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: b
                            f"{env if isinstance(env, str) else 'an env instance'}: it sets how many frames the states "
                            f"of an ALE/<Game>-v5 id stack (an instance comes stacked as it was made; MinAtar's grids "
                            f"are one frame already); leave frame_stack None")
-    family = env_family(env) if isinstance(env, str) else None  # ENV_FAMILIES' module, else gymnasium
-    if family is not None:
-        env = family.make(env, frame_stack)
-    elif isinstance(env, str):
-        try:
-            env = gym.make(env)
-        except gym.error.Error as error:
-            raise RefusedError(f"unknown environment id {env!r} ({error}); pass a registered gymnasium id such as "
-                               f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
-                               f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
-                               f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
+    if isinstance(env, str):
+        env = make_env_of_id(env, frame_stack)
     if not isinstance(env, gym.Env) and hasattr(env, "possible_agents"):  # a PettingZoo env: a MultiAgentEnv
-        if hasattr(env, "agent_iter"):  # PettingZoo's AEC API: agents act one after another
-            raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the "
-                               f"parallel API: make it with the env module's parallel_env(), or convert it with "
-                               f"pettingzoo.utils.conversions.aec_to_parallel(env)")
-        env = adapter("pettingzoo").MultiAgentEnv(parallel_env=env)
+        env = adapter("pettingzoo").from_pettingzoo(env)
     if not isinstance(env, gym.Env):
         raise RefusedTypeError(f"env must be a gymnasium id or a gymnasium.Env instance (or a PettingZoo parallel "
                                f"env), got {type(env).__name__}")
@@ -914,6 +901,20 @@ def make_env(env: str | gym.Env, if_record_ends: bool = False, if_action_mask: b
                         hasattr(env.unwrapped, "possible_agents"), num_agents,
                         torch.from_numpy(np.empty(0, obs_space.dtype)).dtype if is_image(state_dim) else torch.float32,
                         stack_size if is_image(state_dim) else 1)
+
+
+def make_env_of_id(env_id: str, frame_stack: int | None = None) -> gym.Env:
+    """The env of an id: an optional family's (ENV_FAMILIES) or gymnasium's; an unknown id refused."""
+    family = env_family(env_id)
+    if family is not None:
+        return family.make(env_id, frame_stack)
+    try:
+        return gym.make(env_id)
+    except gym.error.Error as error:
+        raise RefusedError(f"unknown environment id {env_id!r} ({error}); pass a registered gymnasium id such as "
+                           f"CartPole-v1, Pendulum-v1, LunarLander-v3 or LunarLanderContinuous-v3 "
+                           f"(gymnasium.pprint_registry() lists them all), an mpe2 id such as simple_spread_v3, "
+                           f"a gymnasium.Env instance, or a PettingZoo parallel env") from None
 
 
 def observation_shape(obs_space: gym.spaces.Space, env_name: str, num_agents: int) -> int | tuple[int, ...]:

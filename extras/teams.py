@@ -111,6 +111,15 @@ class MultiAgentEnv(gym.Env):
 COMPETING_MPE2 = ("simple_tag", "simple_adversary", "simple_push", "simple_crypto", "simple_world_comm")
 
 
+def from_pettingzoo(env) -> MultiAgentEnv:
+    """A PettingZoo parallel env as a MultiAgentEnv; an AEC env (its agents act one after another) refused."""
+    if hasattr(env, "agent_iter"):
+        raise RefusedError(f"{type(env).__name__} is a PettingZoo AEC env; the multi-agent agents take the parallel "
+                           f"API: make it with the env module's parallel_env(), or convert it with "
+                           f"pettingzoo.utils.conversions.aec_to_parallel(env)")
+    return MultiAgentEnv(parallel_env=env)
+
+
 def is_competing_team(env_name: str) -> bool:
     return env_name.removeprefix("mpe2/").rpartition("_v")[0] in COMPETING_MPE2
 
