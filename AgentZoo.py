@@ -107,7 +107,8 @@ def check_same_step(agent, env):
 
 
 def final_observations(next_state: np.ndarray, info: dict) -> np.ndarray:
-    """Next states (N, state_dim), ended episodes' final observations in place of the reset ones (to bootstrap)."""
+    """A vector env's next states (N, state_dim), ended episodes' final observations in place of the reset ones (to
+    bootstrap); a single env's as they are (explore_env resets it after storing the step)."""
     if "_final_obs" not in info:
         return next_state
     final_state = next_state.copy()
