@@ -132,9 +132,8 @@ def state_mlp(net_dim: "int | NetShape", state_dim: "int | tuple[int, ...]", dim
               output_std: float = 1.0, if_noisy: bool = False) -> nn.Sequential:
     """mlp of the networks that take images (an ImageEncoder, then one output layer, as the papers' networks) and
     noisy layers (NoisyLinear, Rainbow)."""
-    later_layer = NoisyLinear if if_noisy else None
     if not is_image(state_dim):
-        return mlp(net_dim, state_dim, dim_out, output_std, later_layer)
+        return mlp(net_dim, state_dim, dim_out, output_std, NoisyLinear if if_noisy else None)
     encoder = ImageEncoder(state_dim)
     if dim_out is None:
         return nn.Sequential(encoder)
@@ -167,8 +166,7 @@ class StateNorm(nn.Module):
     @torch.no_grad()
     def update(self, count: torch.Tensor, total: torch.Tensor, total_square: torch.Tensor, eps: float = 1e-8):
         """Merge `count` states' sums and sums of squares (Chan, Golub and LeVeque, 1979)."""
-        new_count = self.count + count
-        batch_mean = total / count
+        new_count, batch_mean = self.count + count, total / count
         delta = batch_mean - self.mean.double()
         old_square = (self.std.double().square() - eps) * self.count  # sums of squared deviations
         batch_square = total_square - count * batch_mean.square()
@@ -259,8 +257,7 @@ class QNetTwin(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
-        self.q1 = QNet(net_dim, state_dim, action_dim)
-        self.q2 = QNet(net_dim, state_dim, action_dim)
+        self.q1, self.q2 = (QNet(net_dim, state_dim, action_dim) for _ in range(2))
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         return self.q1(state)  # (batch, action_dim)
@@ -357,8 +354,7 @@ class CriticTwin(nn.Module):
 
     def __init__(self, net_dim: int, state_dim: int, action_dim: int):
         super().__init__()
-        self.q1 = Critic(net_dim, state_dim, action_dim)
-        self.q2 = Critic(net_dim, state_dim, action_dim)
+        self.q1, self.q2 = (Critic(net_dim, state_dim, action_dim) for _ in range(2))
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.q1(state, action)  # (batch,)
@@ -424,8 +420,7 @@ class CriticEncoded(nn.Module):
             self.encoder = nn.Sequential(layer_init_orthogonal(nn.Linear(state_dim, widths[0])),
                                          NetShape.activations[activation]())
             features = widths[0]
-        self.net = nn.Sequential(build_mlp([features + action_dim, *(widths[1:] or widths)], activation=activation),
-                                 NetShape.activations[activation]())
+        self.net = mlp(NetShape(widths[1:] or widths, activation), features + action_dim, None)
         self.q1 = layer_init_orthogonal(nn.Linear(widths[-1], 1), std=0.1)
 
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -621,8 +616,7 @@ class Recurrent:
     head one Linear on core(...)[0]. List it first: class ActorRecurrentPPO(Recurrent, ActorPPO)."""
 
     def __init__(self, net_dim: "int | NetShape", state_dim: int, action_dim: int = 0):
-        width = trunk_width(net_dim, state_dim)
-        super().__init__(NetShape(()), width, action_dim)  # no hidden layer: one Linear head
+        super().__init__(NetShape(()), trunk_width(net_dim, state_dim), action_dim)
         self.core = RecurrentCore(net_dim, state_dim)
 
 
@@ -836,9 +830,6 @@ class ValueNorm(StateNorm):
 
     clip = math.inf
 
-    def denormalize(self, value: torch.Tensor) -> torch.Tensor:
-        return value * self.std + self.mean
-
 
 class TeamCriticValue(nn.Module):
     """MAPPO's centralised values V_i(s), (..., num_agents): the net learns standardised
@@ -851,7 +842,7 @@ class TeamCriticValue(nn.Module):
         self.value_norm = ValueNorm(num_agents)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
-        return self.value_norm.denormalize(self.get_normalized_value(state))
+        return self.get_normalized_value(state) * self.value_norm.std + self.value_norm.mean
 
     def get_normalized_value(self, state: torch.Tensor) -> torch.Tensor:
         return self.net(self.state_norm(state))  # (..., num_agents)

@@ -37,7 +37,6 @@ from AgentZoo import (AgentBase, FrameStackPrioritizedReplayBuffer, FrameStackRe
 
 
 # ---- the user's surface: the demos, the run's arguments ----
-
 def run__demo(**overrides) -> dict:
     """PPO on LunarLanderContinuous-v3, the fastest default agent there (BENCHMARKS.md); returns how the run stopped."""
     args = Arguments(agent="AgentPPO", env="LunarLanderContinuous-v3", seed=0)
@@ -189,13 +188,11 @@ class Arguments:
 
     def to_dict(self) -> dict:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        fields["agent"] = self.agent.__name__ if isinstance(self.agent, type) else self.agent
-        fields["env"] = env_to_config(self.env)
-        return fields
+        agent = self.agent.__name__ if isinstance(self.agent, type) else self.agent
+        return fields | {"agent": agent, "env": env_to_config(self.env)}
 
 
 # ---- the run: train_and_evaluate and the serial loop, the reference ----
-
 def train_and_evaluate(args: Arguments) -> dict:
     """Train until target_return, a limit, a `stop` file or Ctrl-C, in the loop that suits; returns how it stopped."""
     env_info = make_env(args.env, if_action_mask=bool(args.if_action_mask), frame_stack=args.frame_stack)[1]
@@ -245,7 +242,6 @@ def train_serial(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, "Recor
 
 
 # ---- the round's three roles, written once: explorer, learner, recorder ----
-
 class Explorer:
     """The round's first role: steps the exploring env with the agent (random in an off-policy warm-up), reports ended
     episodes' returns. A process's explorer acts with a CPU copy (in_process) taking newer weights (refresh)."""
@@ -466,8 +462,7 @@ class Evaluator:
         self.best_return = -math.inf
         self.best_actor = None  # a CPU copy of the best actor's weights: actor.pt, and part of every checkpoint
         self.history = []  # one dict per evaluation: the recorder.csv row, the mean episode length, the episodes so far
-        self.plot_path = None
-        self.if_legend_printed = False
+        self.plot_path, self.if_legend_printed = None, False
         self.last_eval_time, self.eval_seconds = -math.inf, 0.0  # when the last evaluation ended; its episodes' seconds
         # the first redraw after plot_gap: a run that ends sooner is drawn once, by finish()
         self.last_plot_time, self.plotted_rows = self.start_time, 0
@@ -626,7 +621,6 @@ def print_banner(args: Arguments, env_info: "EnvInfo", step: int, where: str):
 
 
 # ---- the multiprocess loop: the roles in processes, trajectories and weights through queues ----
-
 def train_multiprocess(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
     """Explorers and a learner in processes of their own, this one records; a failed child stops the run, named."""
     run_state = start_state(args)
@@ -727,12 +721,13 @@ def explorer_process(channels: Channels, args: Arguments, env_info: "EnvInfo", s
     trajectories.cancel_join_thread()  # at exit, do not wait for the learner to read what it no longer needs
     if_wait = not args.agent.if_off_policy  # for the weights trained on its last rollout
     chunk_steps = explorer.horizon if if_wait else REFRESH_STEPS
-    weights = get_until_stopped(weights_queue, channels.stop)
-    if weights is None:
-        return
-    explorer.refresh(weights)
     step = start_step  # of all the workers, which explore in step (a round is one of each)
     while True:
+        if if_wait or step == start_step:  # the first round's weights; on-policy, every round's
+            weights = get_until_stopped(weights_queue, channels.stop)
+            if weights is None:
+                break
+            explorer.refresh(weights)
         chunks = []
         for chunk_start in range(0, explorer.horizon, chunk_steps):
             steps = min(chunk_steps, explorer.horizon - chunk_start)
@@ -745,11 +740,6 @@ def explorer_process(channels: Channels, args: Arguments, env_info: "EnvInfo", s
         if (not put_until_stopped(trajectories, (trajectory, explorer.new_returns()), channels.stop)
                 or is_stopping(channels.stop)):
             break
-        if if_wait:
-            weights = get_until_stopped(weights_queue, channels.stop)
-            if weights is None:
-                break
-            explorer.refresh(weights)
 
 
 def merge_trajectories(trajectories: list[tuple[torch.Tensor, ...]], if_off_policy: bool, num_envs: int
@@ -798,7 +788,6 @@ def learner_process(channels: Channels, args: Arguments, env_info: "EnvInfo"):
 
 
 # ---- environments: a gymnasium env, its facts, the explorer's vector env ----
-
 @dataclasses.dataclass
 class EnvInfo:
     env_name: str
@@ -1017,7 +1006,6 @@ def episode_count(env: gym.Env) -> int:
 
 
 # ---- checkpoints ----
-
 CHECKPOINT_VERSION = 2  # the layout of run_state.pt; a checkpoint of another layout is refused rather than misread
 
 NEW_RUN = {"step": 0, "episodes": 0, "evaluator": None}  # the run state of a run that starts (start_state)
@@ -1065,8 +1053,7 @@ def read_run_state(cwd: str) -> dict:
 
 def load_checkpoint(cwd: str, agent: AgentBase, buffer) -> dict:
     """Restore the agent and the buffer from cwd's checkpoint (weights_only loads) and return run_state."""
-    run_state = read_run_state(cwd)
-    path = find_checkpoint(cwd)
+    run_state, path = read_run_state(cwd), find_checkpoint(cwd)
     agent.save_or_load_agent(path, if_save=False)
     if run_state["if_buffer_saved"]:
         buffer.load_state_dict(load_weights(os.path.join(path, "buffer.pt"), buffer.device))
@@ -1095,7 +1082,6 @@ def start_state(args: Arguments, agent: AgentBase | None = None, buffer=None) ->
 
 # ==== the core ends here: what follows serves it (checks, plumbing) or other loops ====
 # ---- after the core: resolving and refusing the arguments ----
-
 ARGUMENT_NAMES = {f.name for f in dataclasses.fields(Arguments)}
 
 # 2026-11-28; repeat_times meant two things: replay_ratio (off-policy agents, ACER) and epochs (on-policy)
@@ -1137,7 +1123,7 @@ def agent_settings(agent_class: type) -> dict:
     return agent_class.train_defaults | agent_class.hyper_defaults
 
 
-# the settings of any AgentZoo agent; Arguments.fill_defaults refuses those the chosen agent lacks
+# the settings of any AgentZoo agent; fill_defaults refuses those the chosen agent lacks
 AGENT_KNOBS = {name for cls in AGENT_CLASSES.values() for name in agent_settings(cls)} & ARGUMENT_NAMES
 
 
@@ -1361,7 +1347,6 @@ def parse_value(key: str, text: str, types: tuple) -> typing.Any:
 
 
 # ---- the processes' plumbing: start, stop, queues that a stop cannot block ----
-
 # what fetching a tensor's shared memory raises once its sender has left (FileNotFoundError) or while it leaves
 SENDER_LEFT = (OSError, EOFError)
 
@@ -1485,7 +1470,6 @@ def put_until_stopped(q, item, stop_event) -> bool:
 
 
 # ---- a run's env in config.json, and back ----
-
 def env_to_config(env: str | gym.Env) -> str | dict:
     """What config.json records of the env: the id, an instance's spec, or (no spec) why env_from_config refuses."""
     if isinstance(env, str):
@@ -1539,7 +1523,6 @@ def env_from_config(value: str | dict, frame_stack: int | None = None, **kwargs)
 
 
 # ---- the asynchronous loop (A3C): shared memory ----
-
 def train_async(args: Arguments, env_info: "EnvInfo") -> tuple[str, int, Recorder]:
     """A3C's loop: num_workers processes explore and step shared CPU networks lock-free; this one counts and records."""
     learner = Learner(args, env_info, device="cpu")  # the shared agent, which it checkpoints
@@ -1605,7 +1588,6 @@ def async_worker_process(channels: Channels, args: Arguments, env_info: "EnvInfo
 
 
 # ---- data-parallel learners (torch.distributed, under torchrun): all_reduce ----
-
 def torchrun_world() -> tuple[int, int] | None:
     """(rank, world size) under torchrun, else None: a plain `python AgentRun.py` never touches torch.distributed."""
     if "TORCHELASTIC_RUN_ID" not in os.environ:
@@ -1718,7 +1700,6 @@ def broadcast_agent(agent: AgentBase, rank: int):
 
 
 # ---- entry points ----
-
 def resume(cwd: str, /, **overrides) -> dict:
     """Continue the run in cwd from its checkpoint with its config.json, overrides (e.g. max_time) on top."""
     fixed = [key for key in ("cwd", "if_resume", "if_remove") if key in overrides]

@@ -80,9 +80,7 @@ def load_weights(path: str, device) -> dict | torch.Tensor:
 
 def frozen_copy(net: nn.Module) -> nn.Module:
     """A target network: a deep copy that only soft_update changes."""
-    target = deepcopy(net)
-    target.requires_grad_(False)
-    return target
+    return deepcopy(net).requires_grad_(False)
 
 
 @contextlib.contextmanager
@@ -154,8 +152,7 @@ def n_step_returns(rewards: torch.Tensor, not_terminated: torch.Tensor, not_done
     """n-step returns (Sutton and Barto, 7.1) of (T, N) tensors: per step t, sum_{j<k} gamma^j r_{t+j}, the bootstrap
     discount gamma^k * not_terminated_{t+k-1} and index t+k-1, (T, N) each; k <= n_step stops at episode ends
     (terminated: no bootstrap; truncated: from the final observation) and at T. Team rewards (T, N, num_agents) too."""
-    horizon = rewards.shape[0]
-    returns = rewards.clone()
+    horizon, returns = rewards.shape[0], rewards.clone()
     last = torch.arange(horizon, device=rewards.device).unsqueeze(1).expand(not_done.shape).clone()  # (T, N)
     going = not_done.bool()  # whether step t's episode goes on after step last[t]
     columns = (1,) * (rewards.dim() - not_done.dim())  # one per agent of a team's rewards
@@ -230,8 +227,7 @@ class ReplayBuffer:
         """Append a trajectory (explore_env's tuple), overwriting the oldest; returns the indices written, (size,)."""
         size = trajectory[0].shape[0]
         if size > self.max_len:  # only the newest max_len fit
-            trajectory = tuple(t[-self.max_len:] for t in trajectory)
-            size = self.max_len
+            trajectory, size = tuple(t[-self.max_len:] for t in trajectory), self.max_len
         idx = torch.arange(self.pointer, self.pointer + size, device=self.device) % self.max_len  # (size,)
         for buf, new in zip(self.tensors, trajectory, strict=True):
             buf[idx] = new.to(self.device)
@@ -756,11 +752,9 @@ class AgentBase:
     if_act_target = if_cri_target = False  # whether to keep frozen target copies of the actor and the critic
     if_act_optimizer = True  # False: something other than Adam moves the actor (TRPO's line search)
     if_async = False  # True: workers step shared networks without a learner (AgentA3C; AgentRun.train_async)
-    # False: its steps use more than gradients (line search, Fisher factors), which torchrun's ranks do not average
-    if_data_parallel = True
+    if_data_parallel = True  # False: steps beyond gradients (line search, K-FAC): no rank averaging
     if_state_norm = False  # True: networks standardise states by running statistics (AgentNet.StateNorm)
-    # True: learn from the rewards' signs (learned_reward), evaluate raw scores; image agents' None: on ALE/ ids only
-    if_clip_reward = False
+    if_clip_reward = False  # True: learn reward signs (learned_reward), score raw; None: ALE/ only
     if_image_states = False  # True: its networks take images (state_dim an image's shape: AgentNet.ImageEncoder)
     if_multi_agent = False  # True: a team's agent (MultiAgent) on a PettingZoo env
     if_recurrent = False  # True: a memory per env copy, restarted per episode (reset_memory); not under torchrun
@@ -820,8 +814,7 @@ class AgentBase:
     def select_action(self, state: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """state (state_dim,) or (batch, state_dim) -> action (action_dim,) or (batch, action_dim) in [-1, 1]."""
         state = self.as_state_tensor(state)
-        action = self.act(state) if deterministic else self.explore_action(state)
-        return action.cpu().numpy()
+        return (self.act(state) if deterministic else self.explore_action(state)).cpu().numpy()
 
     def reset_memory(self, num_envs: int):
         """Zero a recurrent agent's acting memory for num_envs episodes side by side; nothing here."""
@@ -1582,12 +1575,8 @@ class AgentVPG(AgentOnPolicy):
 
     def fit_critic(self, batch: tuple[torch.Tensor, ...], batch_size: int, epochs: float) -> float:
         """`epochs` passes of critic_step over batch in minibatches of batch_size; returns the mean objective."""
-        sum_obj_critic = torch.zeros((), device=self.device)
-        update_times = 0
-        for minibatch in minibatches(batch, batch_size, epochs):
-            sum_obj_critic = sum_obj_critic + self.critic_step(minibatch)
-            update_times += 1
-        return sum_obj_critic.item() / update_times
+        objectives = [self.critic_step(part) for part in minibatches(batch, batch_size, epochs)]
+        return sum(objectives).item() / len(objectives)
 
     def critic_step(self, minibatch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """One step of the critic's optimizer on get_obj_critic of a minibatch; returns the objective, detached."""
@@ -1762,8 +1751,7 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
         return (*rollout, start_memory, episode_start)
 
     def get_action_behaviour(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        start = self.episode_start[None]  # (1, N)
-        features, memories = self.act.core(state[None], self.memory, start)
+        features, memories = self.act.core(state[None], self.memory, self.episode_start[None])
         self.memory = memories[-1]
         return self.act.get_action_log_prob(features[0])
 
@@ -1805,8 +1793,7 @@ class AgentRecurrentPPO(RecurrentActing, AgentPPO):
 
         self.sequence_inputs = (sequences(buffer.states, self.seq_len), sequences(buffer.episode_start, self.seq_len),
                                 first_memories(act_memories), first_memories(cri_memories))
-        num_sequences = self.sequence_inputs[0].shape[0]
-        return (torch.arange(num_sequences, device=self.device),
+        return (torch.arange(self.sequence_inputs[0].shape[0], device=self.device),
                 *(sequences(tensor, self.seq_len)
                   for tensor in (buffer.actions, buffer.log_probs, advantages, returns)))
 
@@ -2054,8 +2041,7 @@ def line_search(params: list[torch.Tensor], full_step: torch.Tensor, evaluate: C
                 max_kl: float, backtrack_coef: float = 0.8, backtrack_iters: int = 10) -> int | None:
     """Move params to theta + backtrack_coef^j * full_step for the first j with KL <= max_kl and a better surrogate
     (evaluate() -> (surrogate, mean KL); TRPO paper, Appendix C). Returns j, or None with params back at theta."""
-    old_params = parameters_to_vector(params)
-    old_surrogate = evaluate()[0]
+    old_params, old_surrogate = parameters_to_vector(params), evaluate()[0]
     for j in range(backtrack_iters):
         vector_to_parameters(old_params + backtrack_coef ** j * full_step, params)
         surrogate, kl = evaluate()
@@ -2081,8 +2067,7 @@ class AgentTRPO(AgentVPG):
 
     def update_actor(self, batch: tuple[torch.Tensor, ...]) -> float:
         """Conjugate-gradient x = F^-1 g, the step sqrt(2 max_kl / x.Fx) x, the line search; returns the objective."""
-        state = batch[0]
-        params = list(self.act.parameters())
+        state, params = batch[0], list(self.act.parameters())
         old_act = frozen_copy(self.act)
         gradient = flat_grad(-self.get_obj_actor(batch), params)  # of the surrogate, to ascend
         product = fisher_vector_product(self.act.get_kl(state, old_act).mean(), params, self.damping)
