@@ -363,24 +363,6 @@ class CriticTwin(nn.Module):
         return self.q1(state, action), self.q2(state, action)
 
 
-class CriticTwinShared(nn.Module):
-    """Two Q(s, a) heads on one trunk, one pass for both (the 2020 library's modified SAC)."""
-
-    def __init__(self, net_dim: int, state_dim: int, action_dim: int):
-        super().__init__()
-        self.state_norm = nn.Identity()
-        self.net = mlp(net_dim, state_dim + action_dim, None)
-        self.q1, self.q2 = (layer_init_orthogonal(nn.Linear(net_shape(net_dim).widths[-1], 1), std=0.1)
-                            for _ in range(2))
-
-    def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.get_q_heads(state, action)[0]  # (batch,)
-
-    def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        hidden = self.net(torch.cat((self.state_norm(state), action), dim=1))  # (batch, net_dim)
-        return self.q1(hidden).squeeze(1), self.q2(hidden).squeeze(1)
-
-
 class CriticQuantiles(nn.Module):
     """TQC's critics (Kuznetsov et al. arXiv:2005.04269, section 4.1): num_quantiles atoms
     of Q(s, a) per network; the actor maximises their mean (section 4)."""
@@ -446,7 +428,7 @@ class ActorSACEncoded(ActorSAC):
 
 
 class CriticTwinEncoded(CriticEncoded):
-    """CriticTwinShared on encoded states, AgentInterSAC's critic."""
+    """AgentInterSAC's critic: two Q heads on one trunk over encoded states, as the 2020 library's."""
 
     def __init__(self, net_dim: int, state_dim: "int | tuple[int, ...]", action_dim: int):
         super().__init__(net_dim, state_dim, action_dim)

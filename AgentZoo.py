@@ -19,7 +19,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from AgentNet import (Actor, ActorDiscretePPO, ActorDiscreteRecurrentPPO, ActorEncoded, ActorPPO, ActorRecurrentPPO,
                       ActorSAC, ActorSACEncoded, COMACritic, Critic, CriticEncoded, CriticQuantiles,
-                      CriticRecurrentValue, CriticTwin, CriticTwinEncoded, CriticTwinShared, CriticValue, Greedy,
+                      CriticRecurrentValue, CriticTwin, CriticTwinEncoded, CriticValue, Greedy,
                       is_image, legal_only, QMixNet, QNet, QNetDist, QNetDistDuel, QNetDuel, QNetRecurrentDuel,
                       QNetTwin, QTranNet, StateNorm, TeamActor, TeamActorDiscrete, TeamActorDiscretePPO, TeamActorPPO,
                       TeamCritic, TeamCriticDiscrete, TeamCriticLocalDiscrete, TeamCriticValue, VDNNet)
@@ -1300,10 +1300,10 @@ class AgentSAC(AgentOffPolicy):
 
 
 class AgentModSAC(AgentSAC):
-    """SAC as ElegantRL's 2020 library modified it: twin Q heads on one trunk (CriticTwinShared), an actor that waits
-    while the critic is unreliable (is_actor_step), log alpha in [-16, 2]; temperature and target step every time."""
+    """SAC as ElegantRL's 2020 library modified it: an actor that waits while the critic is unreliable (is_actor_step),
+    log alpha in [-16, 2], temperature and target steps every time. SAC's independent twin critics, not the 2020
+    library's two heads on one trunk, which erred together: Ant-v5's Q diverged (History/UPDATE_LOG.md, 2026-11-28)."""
 
-    cri_class = CriticTwinShared
     if_delay_targets = False
     log_alpha_range = (-16.0, 2.0)  # alpha in [1e-7, 7.4]: a temperature that can neither vanish nor run away
     critic_average = 0.995  # the weight of the past in the running average of the critic's relative loss

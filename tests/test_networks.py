@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from AgentNet import (Actor, ActorSAC, Critic, CriticTwin, CriticTwinEncoded, CriticTwinShared, QNet, QNetDuel,
+from AgentNet import (Actor, ActorSAC, Critic, CriticTwin, CriticTwinEncoded, QNet, QNetDuel,
                       build_mlp)
 
 STATE_DIM, ACTION_DIM, NET_DIM, BATCH = 5, 3, 32, 7
@@ -75,8 +75,7 @@ def test_actor_sac_log_prob_stays_finite_when_saturated():
     assert torch.isfinite(log_prob).all()
 
 
-@pytest.mark.parametrize("net_class, heads", [(Critic, 1), (CriticTwin, 2), (CriticTwinShared, 2),
-                                              (CriticTwinEncoded, 2)])
+@pytest.mark.parametrize("net_class, heads", [(Critic, 1), (CriticTwin, 2), (CriticTwinEncoded, 2)])
 def test_critics_shapes(net_class, heads):
     net = net_class(NET_DIM, STATE_DIM, ACTION_DIM)
     state, action = torch.randn(BATCH, STATE_DIM), torch.rand(BATCH, ACTION_DIM) * 2 - 1
