@@ -28,9 +28,12 @@ ENVPOOL_SETTINGS = {"ALE/Pong-v5": ("Pong-v5", dict(img_height=84, img_width=84,
 
 
 def random_actions(space, num_envs: int, generator: np.random.Generator) -> np.ndarray:
-    """num_envs uniform actions of one copy's space (Box or Discrete), drawn alike for both backends."""
+    """num_envs uniform actions of one copy's space (Box, Discrete, or a team's MultiDiscrete), drawn alike for both
+    backends."""
     if hasattr(space, "n"):
         return generator.integers(space.n, size=num_envs)
+    if hasattr(space, "nvec"):
+        return generator.integers(space.nvec, size=(num_envs, *space.shape))
     return generator.uniform(space.low, space.high, (num_envs, *space.shape)).astype(space.dtype)
 
 
