@@ -54,7 +54,7 @@ def test_a_constant_dimension_is_not_divided_by_zero():
 # the modules that take states: actor, critic (each of twins), and their targets where the agent keeps them
 @pytest.mark.parametrize("agent_class, takers", [(AgentSAC, 5), (AgentTD3, 6), (AgentD3QN, 2), (AgentC51, 2),
                                                  (AgentPPO, 2), (AgentDiscretePPO, 2), (AgentTRPO, 2), (AgentACER, 3),
-                                                 (AgentModSAC, 3), (AgentInterSAC, 3)])  # one trunk for both Q heads
+                                                 (AgentModSAC, 5), (AgentInterSAC, 3)])  # InterSAC: one trunk, 2 heads
 def test_every_network_of_an_agent_standardises_with_the_same_statistics(agent_class, takers):
     agent = agent_class(16, STATE_DIM, 2, device="cpu", if_state_norm=True)
     states = torch.randn(64, 4, STATE_DIM) * 3 + 2  # (T, N, state_dim), as an on-policy rollout holds them
