@@ -96,14 +96,17 @@ def env_floor(env_id: str, num_envs: int, seconds: float) -> float:
 
 def bare_step_seconds(module: torch.nn.Module, agent, batch_size: int, seconds: float) -> float | None:
     """Seconds per bare torch gradient step of module on a random batch: forward, a squared loss of its outputs,
-    backward, a fused Adam step. None for a network whose forward takes more than a state and an action, or gives no
-    gradient."""
+    backward, a fused Adam step. None for a network whose forward takes more than a state and an action, or other
+    shapes (a team's networks take every agent's observations), or gives no gradient."""
     inputs = {"state": torch.randn(batch_size, *np.atleast_1d(agent.state_dim)),
               "action": torch.randn(batch_size, agent.action_dim)}
     names = list(inspect.signature(module.forward).parameters)
     if not set(names) <= set(inputs):
         return None
-    outputs = module(*(inputs[name] for name in names))
+    try:
+        outputs = module(*(inputs[name] for name in names))
+    except RuntimeError:  # shapes other than (batch, state_dim) and (batch, action_dim)
+        return None
     if not all(output.requires_grad for output in (outputs if isinstance(outputs, tuple) else (outputs,))):
         return None  # a discrete actor's forward is its greedy action: its update goes through other methods
     optimizer = AgentZoo.new_adam(module.parameters(), 1e-4, torch.device("cpu"))
