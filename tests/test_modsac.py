@@ -13,13 +13,13 @@ def test_the_two_q_estimates_share_no_parameter():
     errors differ; the 2020 library's two heads on one trunk erred together, and on Ant-v5 the smaller followed
     both up (History/UPDATE_LOG.md, 2026-11-28): no parameter may move both."""
     agent = AgentModSAC(32, 3, 1, device="cpu")
-    q1, q2 = agent.cri.get_q_heads(torch.randn(8, 3), torch.rand(8, 1) * 2 - 1)
+    state, action = torch.randn(8, 3), torch.rand(8, 1) * 2 - 1
+    q1, q2 = agent.cri.get_q_heads(state, action)
     params = list(agent.cri.parameters())
     grads_1 = torch.autograd.grad(q1.sum(), params, retain_graph=True, allow_unused=True)
     grads_2 = torch.autograd.grad(q2.sum(), params, allow_unused=True)
     assert not any(g1 is not None and g2 is not None for g1, g2 in zip(grads_1, grads_2))
-    assert not torch.equal(q1, q2) and torch.equal(agent.cri(torch.zeros(2, 3), torch.zeros(2, 1)),
-                                                   agent.cri.get_q_heads(torch.zeros(2, 3), torch.zeros(2, 1))[0])
+    assert not torch.equal(q1, q2) and torch.equal(agent.cri(state, action), q1)  # the actor follows q1
 
 
 def actor_steps(agent: AgentModSAC, obj_critic: float, critic_steps: int) -> int:
