@@ -44,8 +44,8 @@ def run__demo(**overrides) -> dict:
 
 
 def run__off_policy_demo(**overrides) -> dict:
-    """ModSAC on the same task: it solved every seed where SAC missed one (History/UPDATE_LOG.md, 2026-11-28)."""
-    args = Arguments(agent="AgentModSAC", env="LunarLanderContinuous-v3", seed=0)
+    """InterSAC on the same task: it solved every seed where SAC and ModSAC missed one (History/UPDATE_LOG.md)."""
+    args = Arguments(agent="AgentInterSAC", env="LunarLanderContinuous-v3", seed=0)
     return train_and_evaluate(dataclasses.replace(args, **overrides))
 
 

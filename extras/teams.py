@@ -28,7 +28,10 @@ class MultiAgentEnv(gym.Env):
             if not str(module).startswith("mpe2."):  # kwargs may come from a config.json: import mpe2's modules only
                 raise RefusedError(f"MultiAgentEnv(module={module!r}) is not accepted: it imports an mpe2 env's module "
                                    f"(mpe2.<name>); pass other PettingZoo envs as parallel_env=<the instance>")
-            parallel_env = importlib.import_module(module).parallel_env(render_mode=render_mode, **kwargs)
+            # the raw env: mpe2's wrappers check what step() already ensures (reset first, actions in the space) and
+            # took 30% of the env's time (History/UPDATE_LOG.md, 2026-11-28); step() clips Box actions as they did
+            raw_env = importlib.import_module(module).raw_env(render_mode=render_mode, **kwargs)
+            parallel_env = importlib.import_module("pettingzoo.utils.conversions").aec_to_parallel(raw_env)
         self.env = parallel_env
         self.name = parallel_env.metadata.get("name", type(parallel_env).__name__)
         self.possible_agents = list(parallel_env.possible_agents)
@@ -84,7 +87,7 @@ class MultiAgentEnv(gym.Env):
         else:
             rows = np.asarray(action, self.agent_space.dtype).reshape(len(self.possible_agents),
                                                                       *self.agent_space.shape)
-            actions = dict(zip(self.possible_agents, rows))
+            actions = dict(zip(self.possible_agents, np.clip(rows, self.agent_space.low, self.agent_space.high)))
         observations, rewards, terminations, truncations, _ = self.env.step(actions)
         self.check_agents(observations, "stepped")
         done = {terminations[agent] or truncations[agent] for agent in self.possible_agents}

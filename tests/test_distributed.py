@@ -46,7 +46,8 @@ def learn_on_own_data(rank: int, world: int, init_file: str, results):
 
 def learned_networks(world: int, init_file: str) -> dict:
     results = mp.Manager().dict()
-    mp.spawn(learn_on_own_data, args=(world, init_file, results), nprocs=world)
+    # forked: a spawned rank spends seconds importing torch and this module before its three updates
+    mp.start_processes(learn_on_own_data, args=(world, init_file, results), nprocs=world, start_method="fork")
     return dict(results)
 
 

@@ -35,6 +35,24 @@ def test_the_team_is_one_gymnasium_env():
     assert AgentRun.env_to_config(continuous)["kwargs"]["continuous_actions"] is True  # config.json can rebuild it
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"continuous_actions": True}])
+def test_an_mpe2_id_steps_as_mpe2s_own_parallel_env(kwargs):
+    """make's env skips mpe2's checking wrappers (for speed): the same observations, rewards and ends as the
+    parallel_env() they wrap, Box actions outside [0, 1] clipped as their ClipOutOfBounds wrapper does."""
+    ours, theirs = teams.MultiAgentEnv(module="mpe2.simple_spread_v3", **kwargs), teams.MultiAgentEnv(
+        parallel_env=simple_spread_v3.parallel_env(**kwargs))
+    rng = np.random.default_rng(0)
+    for episode in range(3):
+        assert np.array_equal(ours.reset(seed=episode)[0], theirs.reset(seed=episode)[0])
+        ended = False
+        while not ended:
+            action = ours.action_space.sample() if not kwargs else rng.uniform(-0.5, 1.5, 15).astype(np.float32)
+            (state, reward, terminated, truncated, info), expected = ours.step(action), theirs.step(action)
+            assert np.array_equal(state, expected[0]) and (reward, terminated, truncated) == expected[1:4]
+            assert np.array_equal(info["agent_rewards"], expected[4]["agent_rewards"])
+            ended = terminated or truncated
+
+
 def test_the_team_reward_is_the_sum_of_the_agents_rewards():
     env = make_env(MatrixGame(CLIMBING_GAME))[0]
     env.reset(seed=0)

@@ -59,31 +59,21 @@ def start_mp_run():
         proc.communicate()
 
 
+# eval_gap 0: the recorder evaluates the learner's newest weights as soon as its last evaluation is done, never
+# waiting on the clock, so how often it evaluates does not depend on this machine's speed against a wall-clock gap
 @pytest.mark.parametrize("agent, env, target_return, break_step, start_method", [
-    ("AgentSAC", "Pendulum-v1", -250, 16_000, None),  # the platform's default: fork on Linux; 10_000 random steps first
-    ("AgentDiscretePPO", "CartPole-v1", 475, 100_000, "spawn"),  # macOS and Windows
+    ("AgentDiscretePPO", "CartPole-v1", 475, 100_000, "spawn"),  # a round gathers both workers' rollouts; spawn: macOS
+    ("AgentSAC", "Pendulum-v1", -250, 16_000, None),  # once per round of both workers' transitions; None: fork on Linux
 ])
 @pytest.mark.learning
-def test_multiprocess_run_reaches_target(agent, env, target_return, break_step, start_method, tmp_path):
-    # eval_gap 0: the recorder evaluates the learner's newest weights as soon as its last evaluation is done, never
-    # waiting on the clock, so how often it evaluates does not depend on this machine's speed against a wall-clock gap
-    args = Arguments(agent=agent, env=env, cwd=str(tmp_path / "run"), break_step=break_step, target_return=target_return,
-                     eval_gap=0, if_multiprocess=True, start_method=start_method)
-    result = train_and_evaluate(args)
+def test_two_workers_reach_the_target_and_every_episode_is_counted(agent, env, target_return, break_step, start_method,
+                                                                    tmp_path):
+    result = train_and_evaluate(Arguments(agent=agent, env=env, cwd=str(tmp_path / "run"), break_step=break_step,
+                                          target_return=target_return, eval_gap=0, num_workers=2,
+                                          start_method=start_method))
     assert result["if_solved"], result
     assert (tmp_path / "run" / "recorder.csv").is_file() and (tmp_path / "run" / "actor.pt").is_file()
     assert (tmp_path / "run" / "checkpoint" / "run_state.pt").is_file()
-
-
-@pytest.mark.parametrize("agent, env, target_return, break_step", [
-    ("AgentDiscretePPO", "CartPole-v1", 475, 100_000),  # a round gathers both workers' rollouts
-    ("AgentSAC", "Pendulum-v1", -250, 16_000),  # the learner updates once per round of both workers' transitions
-])
-@pytest.mark.learning
-def test_two_workers_reach_the_target_and_every_episode_is_counted(agent, env, target_return, break_step, tmp_path):
-    result = train_and_evaluate(Arguments(agent=agent, env=env, cwd=str(tmp_path / "run"), break_step=break_step,
-                                          target_return=target_return, eval_gap=0, num_workers=2))
-    assert result["if_solved"], result
     if env == "Pendulum-v1":  # every episode is 200 steps: the episodes of both explorers, none twice
         run_state = AgentRun.read_run_state(str(tmp_path / "run"))
         assert run_state["episodes"] == 2 * (run_state["step"] // 2 // 200) > 0, run_state

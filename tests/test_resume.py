@@ -185,7 +185,7 @@ def checkpoint_step(cwd: str) -> int:
 
 
 @pytest.mark.learning
-def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
+def test_sigkill_then_resume_continues_and_reaches_target(tmp_path, capsys):
     cwd = str(tmp_path / "run")
     # a run that would not stop by itself, killed once a checkpoint holds its 4th learning round (steps 10_240, 10_496,
     # 10_752, 11_008: random actions before 10_000); checkpoints every 0.5 s, so rows written after one are undone
@@ -205,11 +205,12 @@ def test_sigkill_then_resume_continues_and_reaches_target(tmp_path):
     assert saved_step >= 11_008 and saved_rows >= 4 and buffer.cur_len == saved_step  # every explored transition
     assert torch.isfinite(buffer.states[:buffer.cur_len]).all()
 
-    out = subprocess.run([sys.executable, "AgentRun.py", f"resume={cwd}", "target_return=-200", "break_step=30000"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert f"resumed at step {saved_step}" in out.stdout
-    assert "Stop: reached target_return -200.0" in out.stdout
+    capsys.readouterr()
+    # in this process; the command line's resume= to the target: test_multiprocess.py's SIGKILL test
+    AgentRun.resume(cwd, target_return=-200.0, break_step=30000)
+    out = capsys.readouterr().out
+    assert f"resumed at step {saved_step}" in out
+    assert "Stop: reached target_return -200.0" in out
     rows_after = read_rows(cwd)
     assert rows_after[:saved_rows + 1] == rows_before[:saved_rows + 1]  # nothing the checkpoint recorded is lost
     steps = [int(row[0]) for row in rows_after[1:]]
@@ -333,7 +334,8 @@ def test_check_finite_finds_the_first_bad_step_in_both_trajectory_layouts():
     assert saves == [1, 1]  # saved before each error, not on clean rounds
 
 
-@pytest.mark.parametrize("agent, env, extra", [("AgentSAC", "Pendulum-v1", dict(break_step=1024, random_steps=256)),
+@pytest.mark.parametrize("agent, env, extra", [("AgentSAC", "Pendulum-v1", dict(break_step=1024, random_steps=256,
+                                                                                replay_ratio=1 / 32)),  # few updates suffice
                                                ("AgentDiscretePPO", "CartPole-v1", dict(break_step=6144))])
 @pytest.mark.slow
 def test_same_seed_gives_the_same_record(agent, env, extra, tmp_path):
@@ -454,16 +456,16 @@ def test_checkpoint_holds_only_the_stored_part_of_the_buffer(tmp_path):
 
 
 @pytest.mark.slow
-def test_checkpoint_without_the_buffer_resumes_and_refills_it(tmp_path):
+def test_checkpoint_without_the_buffer_resumes_and_refills_it(tmp_path, capsys):
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentSAC", env="Pendulum-v1", cwd=cwd, break_step=512, random_steps=256,
                                  eval_gap=0, target_return=1e9, if_save_buffer=False, replay_ratio=1 / 32))
     assert not os.path.exists(os.path.join(cwd, "checkpoint", "buffer.pt"))
-    out = subprocess.run([sys.executable, "AgentRun.py", f"resume={cwd}", "break_step=1024"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert "holds no replay buffer (if_save_buffer=False); it refills from new exploration" in out.stdout
-    assert "Stop: reached break_step 1024" in out.stdout
+    capsys.readouterr()
+    AgentRun.resume(cwd, break_step=1024)
+    out = capsys.readouterr().out
+    assert "holds no replay buffer (if_save_buffer=False); it refills from new exploration" in out
+    assert "Stop: reached break_step 1024" in out
     agent, buffer = fresh_sac_and_buffer()
     load_checkpoint(cwd, agent, buffer)  # the resumed run does not save it either
     assert buffer.cur_len == 0 and not os.path.exists(os.path.join(cwd, "checkpoint", "buffer.pt"))

@@ -165,7 +165,7 @@ def merge_own_states(rank: int, world: int, init_file: str, results):
 @pytest.mark.slow
 def test_data_parallel_ranks_merge_every_ranks_states(tmp_path):
     results = mp.Manager().dict()
-    mp.spawn(merge_own_states, args=(2, str(tmp_path / "init"), results), nprocs=2)
+    mp.start_processes(merge_own_states, args=(2, str(tmp_path / "init"), results), nprocs=2, start_method="fork")
     mean, std = 2 / 3, (2 / 9) ** 0.5  # of ten zeros and twenty ones
     expected = torch.tensor([mean] * STATE_DIM + [std] * STATE_DIM)
     assert torch.allclose(results[0], expected, atol=1e-5) and torch.equal(results[0], results[1])
