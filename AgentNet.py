@@ -428,15 +428,17 @@ class ActorSACEncoded(ActorSAC):
 
 
 class CriticTwinEncoded(CriticEncoded):
-    """AgentInterSAC's critic: two Q heads on one trunk over encoded states, as the 2020 library's."""
+    """AgentInterSAC's critic: two Q networks, each its own trunk and head, over the one shared encoder. The 2020
+    library's two heads on one trunk erred together and diverged on Ant-v5, as ModSAC's (History/UPDATE_LOG.md)."""
 
     def __init__(self, net_dim: int, state_dim: "int | tuple[int, ...]", action_dim: int):
         super().__init__(net_dim, state_dim, action_dim)
-        self.q2 = layer_init_orthogonal(nn.Linear(net_shape(net_dim).widths[-1], 1), std=0.1)
+        twin = CriticEncoded(net_dim, state_dim, action_dim)  # a trunk and head initialised apart; its encoder unused
+        self.net2, self.q2 = twin.net, twin.q1
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        hidden = self.hidden(state, action)
-        return self.q1(hidden).squeeze(1), self.q2(hidden).squeeze(1)
+        features = torch.cat((self.encoder(self.state_norm(state)), action), dim=1)
+        return self.q1(self.net(features)).squeeze(1), self.q2(self.net2(features)).squeeze(1)
 
 
 # ---- on-policy actors and critic (PPO, A2C) ----

@@ -43,6 +43,20 @@ def test_the_critic_encodes_states_with_the_actors_first_layer_and_its_target_wi
     assert not encoder & {id(p) for group in agent.act_optimizer.param_groups for p in group["params"]}
 
 
+def test_the_two_q_estimates_share_only_the_encoder():
+    """As ModSAC's (tests/test_modsac.py): two heads on one trunk erred together and diverged on Ant-v5 (mean Q 375
+    at 49k steps with returns below zero, History/UPDATE_LOG.md, 2026-11-28); only the shared encoder moves both."""
+    agent = AgentInterSAC(32, 3, 1, device="cpu")
+    state, action = torch.randn(8, 3), torch.rand(8, 1) * 2 - 1
+    q1, q2 = agent.cri.get_q_heads(state, action)
+    encoder = {id(p) for p in agent.cri.encoder.parameters()}
+    params = [p for p in agent.cri.parameters() if id(p) not in encoder]
+    grads_1 = torch.autograd.grad(q1.sum(), params, retain_graph=True, allow_unused=True)
+    grads_2 = torch.autograd.grad(q2.sum(), params, allow_unused=True)
+    assert not any(g1 is not None and g2 is not None for g1, g2 in zip(grads_1, grads_2))
+    assert not torch.equal(q1, q2) and torch.equal(agent.cri(state, action), q1)  # the actor follows q1
+
+
 def test_the_critic_steps_the_encoder_and_the_actor_steps_only_its_own_layers():
     """Two copies update on the same batch, one with an actor step after its critic step: the encoder and the critic
     end the same in both, the actor's own layers differ."""
