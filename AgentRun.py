@@ -44,7 +44,7 @@ def run__demo(**overrides) -> dict:
 
 
 def run__off_policy_demo(**overrides) -> dict:
-    """InterSAC on the same task: it solved every seed where SAC and ModSAC missed one (History/UPDATE_LOG.md)."""
+    """InterSAC on the same task: it solved every seed of 0-4 (History/UPDATE_LOG.md, 2026-11-28)."""
     args = Arguments(agent="AgentInterSAC", env="LunarLanderContinuous-v3", seed=0)
     return train_and_evaluate(dataclasses.replace(args, **overrides))
 
