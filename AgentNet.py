@@ -408,11 +408,11 @@ class CriticEncoded(nn.Module):
     def forward(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.get_q_heads(state, action)[0]  # (batch,)
 
-    def hidden(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat((self.encoder(self.state_norm(state)), action), dim=1))  # (batch, widths[-1])
+    def features(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return torch.cat((self.encoder(self.state_norm(state)), action), dim=1)  # the trunks' input
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return (self.q1(self.hidden(state, action)).squeeze(1),)
+        return (self.q1(self.net(self.features(state, action))).squeeze(1),)
 
 
 class ActorEncoded(Actor):
@@ -437,7 +437,7 @@ class CriticTwinEncoded(CriticEncoded):
         self.net2, self.q2 = twin.net, twin.q1
 
     def get_q_heads(self, state: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        features = torch.cat((self.encoder(self.state_norm(state)), action), dim=1)
+        features = self.features(state, action)
         return self.q1(self.net(features)).squeeze(1), self.q2(self.net2(features)).squeeze(1)
 
 
