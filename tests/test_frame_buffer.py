@@ -233,7 +233,7 @@ def test_atari_frames_cross_processes_checkpoint_and_resume(tmp_path):
     cwd = str(tmp_path / "run")
     train_and_evaluate(Arguments(agent="AgentDQN", env="ALE/Pong-v5", cwd=cwd, break_step=512, random_steps=256,
                                  batch_size=16, eval_times=1, target_return=1e9, if_multiprocess=True,
-                                 buffer_size=4096))
+                                 buffer_size=4096, num_envs=2))  # two copies: eight emulators cost 2 s to load
     saved = torch.load(f"{cwd}/checkpoint/buffer.pt", weights_only=True)
     assert saved["frames"].dtype == torch.uint8 and saved["frames"].shape[1:] == (84, 84)
     # one frame per stored step, one per episode end, the first state's stack and the last next state's frame
