@@ -12,10 +12,9 @@ import torch
 
 from AgentRun import Arguments, read_run_state, resume, train_and_evaluate
 from AgentZoo import AgentA3C, AgentDiscreteA3C, new_adam, optimizer_step
+from spawned import ACTION_DIM, LEARNING_RATE, STATE_DIM, actor_loss, step_in_child
 from test_multiprocess import ROOT, is_gone
 from test_resume import assert_learned_state, assert_same, saves_and_restores, wait_for  # noqa: F401 (a fixture)
-
-STATE_DIM, ACTION_DIM, LEARNING_RATE = 3, 1, 1e-3
 
 
 def shared_and_worker(seed: int = 0) -> tuple[AgentA3C, AgentA3C]:
@@ -25,11 +24,6 @@ def shared_and_worker(seed: int = 0) -> tuple[AgentA3C, AgentA3C]:
     worker = AgentA3C(16, STATE_DIM, ACTION_DIM, device="cpu", learning_rate=LEARNING_RATE)
     worker.attach(shared)
     return shared, worker
-
-
-def actor_loss(agent: AgentA3C) -> torch.Tensor:
-    torch.manual_seed(1)
-    return agent.act(torch.randn(8, STATE_DIM)).pow(2).sum()
 
 
 def test_a_worker_step_is_the_shared_adam_step_of_the_worker_gradient():
@@ -48,12 +42,6 @@ def test_a_worker_step_is_the_shared_adam_step_of_the_worker_gradient():
     worker.pull()
     for param, expected in zip(worker.act.parameters(), shared.act.parameters()):
         assert torch.equal(param, expected) and param.data_ptr() != expected.data_ptr()  # equal, and a copy
-
-
-def step_in_child(shared: AgentA3C):
-    worker = AgentA3C(16, STATE_DIM, ACTION_DIM, device="cpu", learning_rate=LEARNING_RATE)
-    worker.attach(shared)
-    optimizer_step(worker.act_optimizer, actor_loss(worker))
 
 
 @pytest.mark.slow

@@ -1,17 +1,15 @@
 """The experiment grid (python AgentRun.py key=v1,v2 grid=<dir>) and the comparison plot (plot=<dir>)."""
+import contextlib
 import csv
+import io
 import json
 import os
-import subprocess
-import sys
 
 import matplotlib.image
 import pytest
 
 from AgentRun import main
 from extras.tools import grid_runs, group_runs, plot_runs, run_grid
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_comma_lists_make_every_combination():
@@ -53,18 +51,20 @@ def recorded_best(cwd: str) -> float:
 
 @pytest.fixture(scope="module")
 def grid(tmp_path_factory):
-    """Two agents by two seeds, one of them unfit for the env (DDPG on Discrete actions), two runs at a time."""
+    """Two agents by two seeds, one of them unfit for the env (DDPG on Discrete actions), two runs at a time. The
+    command line's main(argv) in this process; each run is a fresh `python AgentRun.py` (extras.tools.run_in_grid)."""
     grid_dir = str(tmp_path_factory.mktemp("grid") / "g")
     argv = ["agent=AgentDQN,AgentDDPG", "env=CartPole-v1", "seed=0,1", "break_step=512", "eval_times=2", "grid=" + grid_dir,
             "workers=2"]
-    out = subprocess.run([sys.executable, "AgentRun.py", *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    return grid_dir, argv, out
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):  # capsys is a test's, not a module fixture's
+        main(argv)
+    return grid_dir, argv, stdout.getvalue()
 
 
 @pytest.mark.slow
 def test_grid_runs_each_combination_in_its_own_cwd_and_reports_failures(grid):
     grid_dir, _, out = grid
-    assert out.returncode == 0, out.stderr
     names = ["agent=AgentDQN_seed=0", "agent=AgentDQN_seed=1", "agent=AgentDDPG_seed=0", "agent=AgentDDPG_seed=1"]
     for name in names[:2]:
         config = json.load(open(os.path.join(grid_dir, name, "config.json")))
@@ -78,7 +78,7 @@ def test_grid_runs_each_combination_in_its_own_cwd_and_reports_failures(grid):
     for name, row in zip(names[:2], rows[:2]):  # the best evaluation mean each run recorded
         assert float(row["best_return"]) == recorded_best(os.path.join(grid_dir, name)) > 0, name
     assert all("AgentDDPG is for Box action spaces" in row["error"] for row in rows[2:])
-    lines = out.stdout.splitlines()
+    lines = out.splitlines()
     assert sum(line.startswith("[") and "/4] " in line for line in lines) == 4  # a progress line per finished run
     assert any(line.startswith("AgentDQN ") and " 0/2 " in line for line in lines)  # the median table
     image = matplotlib.image.imread(os.path.join(grid_dir, "comparison.png"))
@@ -100,6 +100,7 @@ def test_grid_started_again_skips_finished_runs_and_refuses_another_grid(grid):
         run_grid(grid_dir, ["agent=AgentDQN", "env=CartPole-v1", "seed=0,1,2"])
 
 
+@pytest.mark.slow  # the grid's runs
 def test_plot_compares_configs_from_several_directories(grid, tmp_path):
     grid_dir, _, _ = grid
     path = main([f"plot={grid_dir},{tmp_path}"])

@@ -3,8 +3,6 @@ library's own loop. Evaluation after every update round (eval_gap=0) keeps the r
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import gymnasium as gym
 import numpy as np
@@ -12,12 +10,10 @@ import pytest
 import torch
 
 from AgentNet import ActorSAC
-from AgentRun import Arguments, load_checkpoint, train_and_evaluate
+from AgentRun import Arguments, load_checkpoint, main, train_and_evaluate
 from AgentZoo import AgentTD3, ReplayBuffer
 
 pytestmark = pytest.mark.learning  # the tests here train agents (README: the quick subset skips them)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.parametrize("agent, env, target_return, break_step", [
@@ -93,13 +89,13 @@ def test_random_warm_up_comes_before_learning(if_multiprocess, num_envs, tmp_pat
         assert add_sizes[:2] == [256, 256]
 
 
-def test_command_line_sac_solves_pendulum_and_writes_its_outputs(tmp_path):
-    """DESIGN.md's example run: stops by itself at Pendulum's -200 with config, recorder and actor written."""
+def test_command_line_sac_solves_pendulum_and_writes_its_outputs(tmp_path, capsys):
+    """DESIGN.md's example run, through the command line's main(argv) in this process (a fresh interpreter's import
+    costs 3-4 s; __main__ is run by tests/test_errors.py and others): stops by itself at Pendulum's -200 with config,
+    recorder and actor written."""
     cwd = tmp_path / "x"
-    result = subprocess.run([sys.executable, "AgentRun.py", "agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}",
-                             "break_step=12000", "eval_gap=0"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert "Stop: reached target_return -200.0" in result.stdout
+    main(["agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}", "break_step=12000", "eval_gap=0"])
+    assert "Stop: reached target_return -200.0" in capsys.readouterr().out
 
     config = json.loads((cwd / "config.json").read_text())
     assert config["agent"] == "AgentSAC" and config["env"] == "Pendulum-v1" and config["target_return"] == -200.0

@@ -16,7 +16,8 @@ import AgentRun
 from AgentRun import Arguments, load_checkpoint, resume, train_and_evaluate
 from AgentZoo import AgentSAC, ReplayBuffer
 from envs import CounterEnv
-from test_resume import QUICK_START, NaNAtStep, default_sigint, read_rows, wait_for
+from spawned import put_whether_sigint_is_ignored
+from test_resume import QUICK_START, NaNAtStep, default_sigint, read_rows, stop_file_once_recording, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -122,20 +123,27 @@ def test_child_that_raises_stops_the_run_with_its_traceback(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["stop file", "SIGINT", "SIGINT pressed again and again"])
-def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path, start_mp_run):
+def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path, start_mp_run, capsys):
     """Ctrl-C only asks for the stop: raised as KeyboardInterrupt at any moment, it could land inside a queue's put
-    and hang the stop, and a second press would end the run before the learner's final checkpoint."""
+    and hang the stop, and a second press would end the run before the learner's final checkpoint. The stop file's
+    run is in this process (nothing to signal), its children forked from it."""
     cwd = tmp_path / "run"
-    proc, pids = start_mp_run(cwd, "save_gap=1000", *QUICK_START)
-    wait_for(str(cwd / "recorder.csv"))
     if how == "stop file":
-        (cwd / "stop").touch()
+        stopper = stop_file_once_recording(str(cwd))
+        AgentRun.main(["agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}", "if_multiprocess=True", "break_step=100000",
+                       "target_return=0", "save_gap=1000", *QUICK_START])  # start_mp_run's command line
+        stopper.join()
+        stdout = capsys.readouterr().out
+        pids = {name: int(pid) for name, pid in re.findall(r"(explorer(?: \d+)?|learner) pid (\d+)", stdout)}
+        assert set(pids) == {"explorer", "learner"}, stdout
     else:
+        proc, pids = start_mp_run(cwd, "save_gap=1000", *QUICK_START)
+        wait_for(str(cwd / "recorder.csv"))
         for _ in range(1 if how == "SIGINT" else 10):  # 10 in 0.2 s: all before the run's end
             proc.send_signal(signal.SIGINT)
             time.sleep(0.02)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
     assert ("found the file `stop` in cwd" if how == "stop file" else "Stop: Ctrl-C") in stdout, stdout
     run_state = load_checkpoint(str(cwd), AgentSAC(128, 3, 1, device="cpu"), ReplayBuffer(2 ** 20, 3, 1, if_discrete=False))
     assert run_state["step"] > 0
@@ -143,7 +151,7 @@ def test_stop_file_and_ctrl_c_stop_a_multiprocess_run_cleanly(how, tmp_path, sta
 
 
 @pytest.mark.learning
-def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(tmp_path, start_mp_run):
+def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(tmp_path, start_mp_run, capsys):
     cwd = str(tmp_path / "run")
     proc, pids = start_mp_run(cwd, "save_gap=0.5", "eval_gap=0", "target_return=1e9")  # it would not stop by itself
     deadline, first_step = time.time() + 120, None
@@ -173,11 +181,12 @@ def test_sigkill_of_a_multiprocess_run_then_resume_continues_and_reaches_target(
     saved_rows = [[str(row[name]) for name in rows_before[0]] for row in run_state["evaluator"]["history"]]
     assert saved_rows and saved_rows == rows_before[1:len(saved_rows) + 1]  # the recorder's state rides along
 
-    out = subprocess.run([sys.executable, "AgentRun.py", f"resume={cwd}", "break_step=30000", "target_return=-200"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert "multiprocess" in out.stdout and f"resumed at step {saved_step}" in out.stdout
-    assert "Stop: reached target_return -200.0" in out.stdout
+    capsys.readouterr()
+    # the command line's resume=, in this process (a fresh interpreter: the resumes of the killed runs below)
+    AgentRun.main([f"resume={cwd}", "break_step=30000", "target_return=-200"])
+    out = capsys.readouterr().out
+    assert "multiprocess" in out and f"resumed at step {saved_step}" in out
+    assert "Stop: reached target_return -200.0" in out
     rows_after = read_rows(cwd)
     assert rows_after[:len(saved_rows) + 1] == rows_before[:len(saved_rows) + 1]  # nothing the checkpoint recorded is lost
     steps = [int(row[0]) for row in rows_after[1:]]
@@ -359,10 +368,6 @@ def test_weights_of_a_learner_leaving_at_the_stop_are_not_an_error():
     stop_event.set()
     assert AgentRun.receive(LeavingSender(), stop_event) is None
     assert AgentRun.receive(LeavingSender(), stop_event, timeout=0.2) is None
-
-
-def put_whether_sigint_is_ignored(q):
-    q.put(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
 
 
 @pytest.mark.slow

@@ -16,8 +16,8 @@ import pytest
 import torch
 from PIL import Image
 
-from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, env_family, build_agent, parse_overrides, make_env,
-                      run_episodes, train_and_evaluate)
+from AgentRun import (AGENT_CLASSES, ARGUMENT_NAMES, Arguments, env_family, build_agent, main, parse_overrides,
+                      make_env, run_episodes, train_and_evaluate)
 from extras import goals
 from extras.tools import replay
 from AgentZoo import AgentDiscretePPO
@@ -84,9 +84,11 @@ def test_noisy_layers_explore_without_epsilon_unless_it_is_set(overrides, epsilo
     assert args.explore_rate == epsilon
 
 @pytest.mark.slow
-def test_replay_writes_a_gif_and_reports_returns(short_run):
+def test_replay_writes_a_gif_and_reports_returns(short_run, capsys):
     cwd, _ = short_run
-    result = replay(str(cwd), episodes=2)
+    capsys.readouterr()
+    result = main([f"replay={cwd}"])  # the command line's replay=: the run's eval_times (2) episodes
+    assert re.search(r"2 episodes: return [-\d.]+ \+- [\d.]+, length \d+ \+- \d+", capsys.readouterr().out)
     assert result["frames"] > 1 and 0 < result["avg_length"] <= 500
     # the evaluation episodes of actor.pt on CartPole-v1 envs seeded as replay seeds them (the run's seed + i): one
     # reward per step, and the GIF one frame per step of the first
@@ -99,14 +101,6 @@ def test_replay_writes_a_gif_and_reports_returns(short_run):
     assert result["avg_length"] == result["avg_return"] == np.mean(lengths) and result["frames"] == lengths[0]
     with Image.open(result["gif"]) as gif:
         assert gif.n_frames > 1
-
-
-@pytest.mark.slow
-def test_replay_from_the_command_line(short_run):
-    cwd, _ = short_run
-    out = subprocess.run([sys.executable, "AgentRun.py", f"replay={cwd}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert re.search(r"2 episodes: return [-\d.]+ \+- [\d.]+, length \d+ \+- \d+", out.stdout)  # eval_times of the run
 
 
 @pytest.mark.slow

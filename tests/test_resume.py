@@ -8,6 +8,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import gymnasium as gym
@@ -206,7 +207,7 @@ def test_sigkill_then_resume_continues_and_reaches_target(tmp_path, capsys):
     assert torch.isfinite(buffer.states[:buffer.cur_len]).all()
 
     capsys.readouterr()
-    # in this process; the command line's resume= to the target: test_multiprocess.py's SIGKILL test
+    # in this process; the command line's resume= to the target: test_multiprocess.py's SIGKILL test (main)
     AgentRun.resume(cwd, target_return=-200.0, break_step=30000)
     out = capsys.readouterr().out
     assert f"resumed at step {saved_step}" in out
@@ -364,18 +365,33 @@ def test_runs_on_vector_envs_resume(agent, extra, tmp_path):
     assert type(run_state["episodes"]) is int and run_state["episodes"] > 0
 
 
+def stop_file_once_recording(cwd: str) -> threading.Thread:
+    """A thread that makes the stop file once the run in this process writes recorder.csv, as a user would."""
+    def stop():
+        wait_for(os.path.join(cwd, "recorder.csv"))
+        open(os.path.join(cwd, "stop"), "w").close()
+    stopper = threading.Thread(target=stop, daemon=True)
+    stopper.start()
+    return stopper
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["stop file", "SIGINT"])
-def test_stop_file_and_ctrl_c_stop_cleanly_with_everything_saved(how, tmp_path):
+def test_stop_file_and_ctrl_c_stop_cleanly_with_everything_saved(how, tmp_path, capsys):
+    """The stop file's run in this process (nothing to signal; a fresh interpreter costs 3-4 s), Ctrl-C's a process."""
     cwd = str(tmp_path / "run")
-    proc = start_run(cwd, "save_gap=1000", "target_return=1e9", *QUICK_START)  # no periodic checkpoint: only the stop writes one
-    wait_for(os.path.join(cwd, "recorder.csv"))
+    settings = ("save_gap=1000", "target_return=1e9", *QUICK_START)  # no periodic checkpoint: only the stop writes one
     if how == "stop file":
-        open(os.path.join(cwd, "stop"), "w").close()
+        stopper = stop_file_once_recording(cwd)
+        AgentRun.main(["agent=AgentSAC", "env=Pendulum-v1", f"cwd={cwd}", "eval_gap=0", "break_step=16000", *settings])
+        stopper.join()
+        stdout = capsys.readouterr().out
     else:
+        proc = start_run(cwd, *settings)
+        wait_for(os.path.join(cwd, "recorder.csv"))
         proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+        stdout, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
     assert ("Stop: found the file `stop` in cwd" if how == "stop file" else "Stop: Ctrl-C") in stdout
     agent, buffer = fresh_sac_and_buffer()
     assert load_checkpoint(cwd, agent, buffer)["step"] > 0 and os.path.isfile(os.path.join(cwd, "actor.pt"))
