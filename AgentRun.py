@@ -478,7 +478,9 @@ class Evaluator:
         if state is not None:
             self.start_time = time.time() - state["seconds"]
             self.best_return, self.best_actor = state["best_return"], state["best_actor"]
-            self.history, self.plot_path = state["history"], state["plot_path"]
+            self.history = state["history"]
+            # the file name only: a copied run directory's resume must not delete its original's plot
+            self.plot_path = state["plot_path"] and os.path.join(self.cwd, os.path.basename(state["plot_path"]))
             self.plotted_rows = len(self.history)
         recorder_path, actor_path = os.path.join(self.cwd, "recorder.csv"), os.path.join(self.cwd, "actor.pt")
         if self.history:

@@ -4,12 +4,14 @@ import csv
 import io
 import json
 import os
+import shutil
 
 import matplotlib.image
 import pytest
 
 from AgentRun import main
 from extras.tools import grid_runs, group_runs, plot_runs, run_grid
+from test_run_directory import payloads, write_env
 
 
 def test_comma_lists_make_every_combination():
@@ -54,8 +56,8 @@ def grid(tmp_path_factory):
     """Two agents by two seeds, one of them unfit for the env (DDPG on Discrete actions), two runs at a time. The
     command line's main(argv) in this process; each run is a fresh `python AgentRun.py` (extras.tools.run_in_grid)."""
     grid_dir = str(tmp_path_factory.mktemp("grid") / "g")
-    argv = ["agent=AgentDQN,AgentDDPG", "env=CartPole-v1", "seed=0,1", "break_step=512", "eval_times=2", "grid=" + grid_dir,
-            "workers=2"]
+    argv = ["agent=AgentDQN,AgentDDPG", "env=CartPoleNoVel-v1", "seed=0,1", "break_step=512", "eval_times=2",
+            "grid=" + grid_dir, "workers=2"]  # an id registered on AgentRun's import: each run a fresh process (below)
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):  # capsys is a test's, not a module fixture's
         main(argv)
@@ -70,6 +72,9 @@ def test_grid_runs_each_combination_in_its_own_cwd_and_reports_failures(grid):
         config = json.load(open(os.path.join(grid_dir, name, "config.json")))
         assert config["agent"] == "AgentDQN" and config["seed"] == int(name[-1]) and config["break_step"] == 512
         assert os.path.isfile(os.path.join(grid_dir, name, "recorder.csv"))
+        # (was tests/test_memory_tasks.py's run by name) a fresh `python AgentRun.py`, where AgentRun is __main__ and
+        # CartPoleNoVel-v1's entry point imports it by name too, records rows
+        assert len(list(csv.DictReader(open(os.path.join(grid_dir, name, "recorder.csv"))))) >= 1
     with open(os.path.join(grid_dir, "summary.csv")) as f:
         rows = list(csv.DictReader(f))
     assert [(row["agent"], row["seed"]) for row in rows] == [("AgentDQN", "0"), ("AgentDQN", "1"), ("AgentDDPG", "0"),
@@ -86,16 +91,26 @@ def test_grid_runs_each_combination_in_its_own_cwd_and_reports_failures(grid):
 
 
 @pytest.mark.slow
-def test_grid_started_again_skips_finished_runs_and_refuses_another_grid(grid):
+def test_grid_started_again_skips_finished_runs_refuses_code_and_another_grid(grid, tmp_path):
+    """A run directory is data, not code (tests/test_run_directory.py): a grid started again resumes a killed run
+    from this process's registry, so a config.json that names code is refused, its code never run."""
     grid_dir, argv, _ = grid
+    grid_dir = str(shutil.copytree(grid_dir, tmp_path / "g"))  # the module's grid stays as its run left it
     finished = os.path.join(grid_dir, "agent=AgentDQN_seed=0")
     modified = os.path.getmtime(os.path.join(finished, "recorder.csv"))
     os.remove(os.path.join(grid_dir, "agent=AgentDQN_seed=1", "summary.json"))  # as if killed after a checkpoint
+    # the refused AgentDDPG seed 0 left no files: made a killed run (a config.json, a checkpoint) whose env names code
+    marker, code_run = tmp_path / "pwned", os.path.join(grid_dir, "agent=AgentDDPG_seed=0")
+    shutil.copy(os.path.join(finished, "config.json"), code_run)
+    os.mkdir(os.path.join(code_run, "checkpoint"))
+    write_env(code_run, payloads(marker)[0])
     rows = run_grid(grid_dir, [item for item in argv if not item.startswith(("grid=", "workers="))], workers=1)
     assert os.path.getmtime(os.path.join(finished, "recorder.csv")) == modified  # skipped
     with open(os.path.join(grid_dir, "agent=AgentDQN_seed=1", "stdout.txt")) as f:
         assert "resumed at step" in f.read()  # resumed from its checkpoint, not started over
     assert len(rows) == 4 and rows[1]["best_return"] == recorded_best(os.path.join(grid_dir, "agent=AgentDQN_seed=1")) > 0
+    assert "registry only" in rows[2]["error"] and "error" not in rows[0]
+    assert not marker.exists()
     with pytest.raises(ValueError, match="holds another grid"):
         run_grid(grid_dir, ["agent=AgentDQN", "env=CartPole-v1", "seed=0,1,2"])
 

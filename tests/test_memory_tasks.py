@@ -1,9 +1,6 @@
 """Issue 43: the tasks that need a memory, by name: the RL zoo's velocity-masked tasks, registered when AgentRun is
-imported, with the base task's time limit and target."""
-import csv
-import subprocess
-import sys
-
+imported, with the base task's time limit and target. A run by name in a fresh process, where AgentRun is __main__:
+tests/test_grid.py's grid runs CartPoleNoVel-v1."""
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -28,13 +25,3 @@ def test_the_velocities_read_zero_and_the_rest_is_the_base_tasks(env_id):
     assert reward == base_reward and env.spec.max_episode_steps == base.spec.max_episode_steps
     info = AgentRun.make_env(env_id)[1]
     assert info.target_return == AgentRun.make_env(base_id)[1].target_return and info.state_dim == observation.shape[0]
-
-
-@pytest.mark.slow
-def test_a_run_by_name_from_the_command_line(tmp_path):
-    """A fresh process, where AgentRun is __main__ and the id's entry point imports it by name too."""
-    cwd = tmp_path / "run"
-    subprocess.run([sys.executable, "AgentRun.py", "agent=AgentDiscretePPO", "env=CartPoleNoVel-v1", "break_step=1024",
-                    "eval_times=2", f"cwd={cwd}"], cwd=AgentRun.__file__.rsplit("/", 1)[0], check=True,
-                   capture_output=True, text=True)
-    assert len(list(csv.DictReader(open(cwd / "recorder.csv")))) >= 1

@@ -1,7 +1,9 @@
 """A run directory is data, not code: resume, replay and a grid started again rebuild the env that config.json records
-from this process's gymnasium registry, never from an entry point or wrapper the file names (issue 40, item 12)."""
+from this process's gymnasium registry, never from an entry point or wrapper the file names (issue 40, item 12). The
+grid's case is tests/test_grid.py's grid started again (its runs already made)."""
 import json
 import os
+import shutil
 
 import gymnasium as gym
 import pytest
@@ -12,9 +14,18 @@ from extras import tools
 from extras import teams
 
 
-def tiny_run(cwd: str):
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> str:
+    """A short DQN run on CartPole with a 100-step limit, trained once: each test takes a copy (tiny_run_copy)."""
+    cwd = str(tmp_path_factory.mktemp("tiny") / "run")
     train_and_evaluate(Arguments(agent="AgentDQN", env=gym.make("CartPole-v1", max_episode_steps=100), cwd=cwd,
                                  break_step=512, eval_gap=0, eval_times=1, target_return=1e9))
+    return cwd
+
+
+@pytest.fixture
+def tiny_run_copy(tiny_run, tmp_path) -> str:
+    return str(shutil.copytree(tiny_run, tmp_path / "run"))
 
 
 def write_env(cwd: str, env: dict):
@@ -44,9 +55,9 @@ def payloads(marker) -> list[dict]:
     (3, r"MultiAgentEnv\(module='this'\) is not accepted"),
 ])
 @pytest.mark.slow
-def test_a_config_that_names_code_is_refused_by_resume_and_replay_without_running_it(payload, message, tmp_path):
-    cwd, marker = str(tmp_path / "run"), tmp_path / "pwned"
-    tiny_run(cwd)
+def test_a_config_that_names_code_is_refused_by_resume_and_replay_without_running_it(payload, message, tmp_path,
+                                                                                     tiny_run_copy):
+    cwd, marker = tiny_run_copy, tmp_path / "pwned"
     write_env(cwd, payloads(marker)[payload])
     with pytest.raises(ValueError, match=message):
         AgentRun.resume(cwd, break_step=1024)
@@ -56,23 +67,8 @@ def test_a_config_that_names_code_is_refused_by_resume_and_replay_without_runnin
 
 
 @pytest.mark.slow
-def test_a_grid_started_again_refuses_a_run_whose_config_names_code(tmp_path):
-    grid, marker = tmp_path / "grid", tmp_path / "pwned"
-    argv = ["agent=AgentDQN", "env=CartPole-v1", "seed=0,1", "break_step=512", "eval_gap=0", "eval_times=1",
-            "target_return=1e9"]
-    tools.run_grid(str(grid), argv, workers=1)
-    run_dir = grid / "seed=1"
-    os.remove(run_dir / "summary.json")  # as if the grid had been killed during this run: started again, it resumes it
-    write_env(str(run_dir), payloads(marker)[0])
-    rows = tools.run_grid(str(grid), argv, workers=1)
-    assert "registry only" in rows[1]["error"] and "error" not in rows[0]
-    assert not marker.exists()
-
-
-@pytest.mark.slow
-def test_an_instance_with_kwargs_and_a_time_limit_is_still_rebuilt(tmp_path):
-    cwd = str(tmp_path / "run")
-    tiny_run(cwd)
+def test_an_instance_with_kwargs_and_a_time_limit_is_still_rebuilt(tiny_run_copy):
+    cwd = tiny_run_copy
     with open(os.path.join(cwd, "config.json")) as f:
         recorded = json.load(f)["env"]
     assert recorded["max_episode_steps"] == 100
@@ -80,3 +76,13 @@ def test_an_instance_with_kwargs_and_a_time_limit_is_still_rebuilt(tmp_path):
     assert rebuilt.spec.max_episode_steps == 100 and rebuilt.unwrapped._sutton_barto_reward
     assert tools.replay(cwd, episodes=1)["avg_length"] <= 100
     assert AgentRun.resume(cwd, break_step=1024)["step"] == 1024
+
+
+@pytest.mark.slow
+def test_a_copied_run_resumes_in_its_copy_and_leaves_the_original_as_it_was(tiny_run, tiny_run_copy):
+    """The checkpoint names the run's plot by its file name, not by the directory it was written in."""
+    plots = sorted(os.listdir(tiny_run))
+    assert any(name.startswith("plot_") for name in plots)
+    AgentRun.resume(tiny_run_copy, break_step=1024)
+    assert sorted(os.listdir(tiny_run)) == plots
+    assert len([name for name in os.listdir(tiny_run_copy) if name.startswith("plot_")]) == 1
