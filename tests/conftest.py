@@ -1,3 +1,4 @@
+import importlib
 import os
 import sys
 
@@ -19,3 +20,11 @@ def one_thread_and_seed():
     """Tests run two at a time on two cores (pytest -n 2): one torch thread each, and a fixed seed."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def no_figure_in_learning_tests(request, monkeypatch):
+    """A learning test asserts a return, not a figure: its runs draw none (a redraw costs 0.2-0.4 s; a short run's
+    figure was half its time). Every other test's run still draws its figure through extras.tools.draw_run."""
+    if request.node.get_closest_marker("learning"):
+        monkeypatch.setattr(importlib.import_module("extras.tools"), "draw_run", lambda history, title, path: None)
