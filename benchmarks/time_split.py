@@ -3,6 +3,9 @@ reference loop, in this process), its wall clock split by timers around the loop
 explorer env's step), acting (the rest of exploring: the policy's forward, noise, building the trajectory), storing it
 (Learner.store), gradient updates (Learner.learn), evaluation (Evaluator.evaluate_and_save: the episodes, the csv row,
 the plot when due), checkpoints (Learner.save), and the rest (overhead: the loop, the banner, building nets and envs).
+Two costs a process pays once are their own parts, outside the overhead: torch.optim's import of torch._dynamo at the
+first optimizer (about 1 s here; every torch.optim user pays it, SB3 included, before the recorder's clock starts), and
+the figure drawn at the stop (Evaluator.finish: matplotlib's import and one draw, after the target).
 
 Beside it, the floor: the env's own steps per second on one core (the explorer's vector env, uniform random actions,
 for `floor_seconds`: env_speed.run) times the steps the run made, plus bare torch's gradient steps per second for the
@@ -32,7 +35,7 @@ import AgentZoo  # noqa: E402
 import env_speed  # noqa: E402  (benchmarks/, this script's folder)
 from AgentRun import Arguments, Evaluator, Explorer, Learner, make_vector_env, train_and_evaluate  # noqa: E402
 
-PARTS = ("env step", "acting", "store", "updates", "evaluation", "checkpoints")
+PARTS = ("env step", "acting", "store", "updates", "evaluation", "checkpoints", "torch.optim's import", "final figure")
 
 
 class Timers:
@@ -66,7 +69,7 @@ def profiled_run(args: Arguments) -> tuple[dict, Timers, collections.Counter, li
     AgentRun.make_explore_env = timed_explore_env
     for owner, name, part in ((Explorer, "explore", "exploring"), (Learner, "store", "store"),
                               (Learner, "learn", "updates"), (Evaluator, "evaluate_and_save", "evaluation"),
-                              (Learner, "save", "checkpoints")):
+                              (Learner, "save", "checkpoints"), (Evaluator, "finish", "final figure")):
         timers.wrap(owner, name, part)
     optimizer_step = AgentZoo.optimizer_step
 
@@ -81,6 +84,9 @@ def profiled_run(args: Arguments) -> tuple[dict, Timers, collections.Counter, li
         agents.append(self.agent)
     Learner.__init__ = kept_init
     start = time.perf_counter()
+    if "torch._dynamo" not in sys.modules:  # what the run's first optimizer would import (torch._compile)
+        import torch._dynamo  # noqa: F401
+    timers.seconds["torch.optim's import"] = time.perf_counter() - start
     result = train_and_evaluate(args)
     timers.seconds["total"] = time.perf_counter() - start
     timers.seconds["acting"] = timers.seconds.pop("exploring") - timers.seconds["env step"]
@@ -155,7 +161,9 @@ def main(argv: list[str]):
                      f"{batch}) = {floor[name]:.1f} s")
     total_floor = sum(floor.values())
     print("\nThe floor: " + "; ".join(lines))
-    print(f"floor {total_floor:.1f} s; the run {seconds['total']:.1f} s, {seconds['total'] / total_floor:.1f}x its floor")
+    loop = seconds["total"] - seconds["torch.optim's import"] - seconds["final figure"]
+    print(f"floor {total_floor:.1f} s; the run {seconds['total']:.1f} s, {seconds['total'] / total_floor:.1f}x its "
+          f"floor; without torch.optim's import and the final figure {loop:.1f} s, {loop / total_floor:.1f}x")
 
 
 if __name__ == "__main__":
