@@ -1367,12 +1367,12 @@ class AgentTQC(AgentSAC):
         with torch.no_grad():
             q_target = reward[:, None] + discount[:, None] * self.get_next_q(next_state)  # (B, K)
         quantiles = self.cri.get_quantiles(state, action)  # (B, N, M)
-        fractions = (torch.arange(quantiles.shape[2], device=self.device) + 0.5) / quantiles.shape[2]  # (M,)
+        fractions = (torch.arange(quantiles.shape[2], device=self.device)[:, None] + 0.5) / quantiles.shape[2]  # (M, 1)
         shape = (*quantiles.shape, q_target.shape[1])  # (B, N, M, K): every atom against every target atom, as views
         atom, target = quantiles[..., None].expand(shape), q_target[:, None, None, :].expand(shape)
         huber = nn.functional.huber_loss(atom, target, reduction="none")  # one fused kernel, faster on the CPU
-        with torch.no_grad():
-            asymmetry = (fractions[:, None] - (target < atom).float()).abs()  # |tau_m - 1{target - atom < 0}|
+        with torch.no_grad():  # |tau_m - 1{target - atom < 0}| in one pass over (B, N, M, K), not four
+            asymmetry = torch.where(target < atom, 1 - fractions, fractions)
         loss = (asymmetry * huber).mean(dim=(2, 3)).sum(dim=1)  # (B,)
         td_errors = (quantiles.detach().mean(dim=(1, 2)) - q_target.mean(dim=1)).abs()
         return (loss * weights).mean(), td_errors
